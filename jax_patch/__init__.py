@@ -1,0 +1,36 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Spec-exact DLPack import and export for JAX.
+
+``from_dlpack`` here follows the Python Array API standard; ``install()``
+makes ``jax.numpy.from_dlpack``, ``jax.dlpack.from_dlpack`` and
+``jax.Array.__dlpack__`` use it too.
+"""
+
+from jax_patch._src.dlpack_errors import (
+    CopyRequiredError as CopyRequiredError,
+    MissingDLPackMethodsError as MissingDLPackMethodsError,
+    TransformationError as TransformationError,
+    UnsupportedDeviceError as UnsupportedDeviceError,
+)
+from jax_patch._src.install import (
+    install as install,
+    is_installed as is_installed,
+    patched as patched,
+    uninstall as uninstall,
+)
+from jax_patch._src.numpy.lax_numpy import from_dlpack as from_dlpack
+
+__version__ = "0.1.0"

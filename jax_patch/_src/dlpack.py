@@ -1,0 +1,488 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""DLPack import and export for JAX, following the Python Array API standard.
+
+A drop-in replacement for ``jax/_src/dlpack.py``. ``from_dlpack`` goes
+through five steps, each in its own function: check the arguments, negotiate
+a capsule with the producer, import it (sharing memory where the standard
+allows, copying once where it must), place the result on the requested
+device, and check that what was promised about copying holds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from jax._src import array
+from jax._src import dtypes
+from jax._src.lax.lax import _array_copy
+from jax._src.numpy import scalar_types as jnp_types
+from jax._src.sharding import Sharding
+from jax._src.typing import Array, DLDeviceType, DTypeLike
+from jax_patch._src import dlpack_capsule
+from jax_patch._src import dlpack_compat
+from jax_patch._src import dlpack_device
+from jax_patch._src import dlpack_errors
+
+CopyRequiredError = dlpack_errors.CopyRequiredError
+MissingDLPackMethodsError = dlpack_errors.MissingDLPackMethodsError
+TransformationError = dlpack_errors.TransformationError
+UnsupportedDeviceError = dlpack_errors.UnsupportedDeviceError
+
+__all__ = [
+    "CopyRequiredError", "DLDeviceType", "DLPACK_VERSION",
+    "MIN_DLPACK_VERSION", "MissingDLPackMethodsError", "SUPPORTED_DTYPES",
+    "SUPPORTED_DTYPES_SET", "TransformationError", "UnsupportedDeviceError",
+    "from_dlpack", "is_supported_dtype", "to_dlpack",
+]
+
+# The DLPack version of the capsules to_dlpack exports.
+DLPACK_VERSION = (0, 8)
+MIN_DLPACK_VERSION = (0, 5)
+
+# Look this set up with a scalar type, not a dtype instance: their hashes
+# differ.
+SUPPORTED_DTYPES: frozenset[DTypeLike] = frozenset({
+    jnp_types.int8, jnp_types.int16, jnp_types.int32, jnp_types.int64,
+    jnp_types.uint8, jnp_types.uint16, jnp_types.uint32, jnp_types.uint64,
+    jnp_types.float16, jnp_types.bfloat16, jnp_types.float32,
+    jnp_types.float64, jnp_types.complex64, jnp_types.complex128,
+    jnp_types.bool_})
+
+SUPPORTED_DTYPES_SET: frozenset[np.dtype[Any]] = frozenset(
+    {np.dtype(dt) for dt in SUPPORTED_DTYPES})
+
+_KDL_CPU = int(DLDeviceType.kDLCPU)
+_KDL_CUDA_HOST = int(DLDeviceType.kDLCUDAHost)
+
+
+def is_supported_dtype(dtype: DTypeLike) -> bool:
+  """Checks if ``dtype`` is supported by ``jax.dlpack``."""
+  if dtype is None:
+    # NumPy would silently read None as float64.
+    raise TypeError(f"Expected a string or dtype-like object; got {dtype=}")
+  return np.dtype(dtype) in SUPPORTED_DTYPES_SET
+
+
+def from_dlpack(external_array: Any,
+                device: dlpack_device.Target | None = None,
+                copy: bool | None = None) -> Array:
+  """Returns a :class:`~jax.Array` holding the data of a DLPack array.
+
+  Args:
+    external_array: an object with ``__dlpack__`` and ``__dlpack_device__``
+      methods (a NumPy array, a torch tensor, a ``jax.Array``, ...).
+    device: where to place the result: ``None`` keeps the producer's device,
+      a ``jax.Device`` or a single-device ``Sharding`` places it on that
+      device, a multi-device ``Sharding`` replicates or shards it.
+    copy: ``True`` always returns an independent buffer. ``False`` never
+      copies: the result shares memory with ``external_array``, or an error
+      is raised. ``None`` shares memory where possible and copies otherwise.
+
+  Sharing is possible when the data lies on ``device`` (or no device was
+  given), is 64-byte aligned on the CPU, is laid out compactly in some
+  dimension order, and has a dtype that needs no canonicalisation (with
+  ``jax_enable_x64`` off, 64-bit types become 32-bit ones). Zero-size arrays
+  have no memory to share and are always returned fresh.
+
+  Returns:
+    A ``jax.Array``. A shared result aliases the producer's memory: writes to
+    the producer's array show through it.
+
+  Raises:
+    TypeError: ``copy`` is not a bool or ``None``, or ``device`` is not a
+      device or sharding.
+    MissingDLPackMethodsError: (an ``AttributeError`` and ``TypeError``)
+      ``external_array`` lacks ``__dlpack__`` or ``__dlpack_device__``.
+    UnsupportedDeviceError: (a ``BufferError`` and ``TypeError``) the array
+      lives on a device type JAX cannot read.
+    CopyRequiredError: (a ``BufferError`` and ``ValueError``) ``copy=False``
+      but a copy is needed; the message says why.
+    BufferError: the producer cannot export the array, or the array lives on
+      a platform this JAX has no backend for and no host device was given.
+      A ``BufferError`` raised by the producer propagates unchanged.
+    TransformationError: called while tracing a JAX transformation.
+  """
+  copy = _check_copy(copy)
+  target = dlpack_device.check_target(device)
+  _check_not_tracing()
+  if isinstance(external_array, array.ArrayImpl):
+    return _from_jax_array(external_array, target, copy)
+  _check_dlpack_methods(external_array)
+  dl_device = dlpack_device.dlpack_device_of(external_array)
+  source = dlpack_device.jax_device_for(dl_device)
+  if source is None:
+    return _from_foreign_platform(external_array, dl_device, target, copy)
+  if copy is False and not dlpack_device.is_only(target, source):
+    raise CopyRequiredError(_copy_message(
+        f"the array is on {source} and device={dlpack_device.describe(target)}"
+        " asks to move it"))
+  stream = _consumer_stream(external_array, dl_device, source)
+  capsule = _request_capsule(external_array, stream, copy)
+  result = _import(capsule, source, dl_device[0], stream, copy,
+                   independent=copy is True and _may_alias(target, source))
+  return _place(result, target, source)
+
+
+def _check_copy(copy: object, caller: str = "from_dlpack") -> bool | None:
+  if copy is None or isinstance(copy, bool):
+    return copy
+  if isinstance(copy, np.bool_):
+    return bool(copy)
+  raise TypeError(
+      f"{caller}: copy must be True, False or None, got {copy!r} of type "
+      f"{type(copy).__name__}.")
+
+
+def _check_not_tracing() -> None:
+  if dlpack_compat.is_tracing():
+    raise TransformationError(
+        "from_dlpack cannot be called inside a JAX transformation (jit, vmap, "
+        "grad, scan, ...): it reads an external buffer that tracing cannot "
+        "follow, so the traced function would bake in the buffer's current "
+        "contents. Call from_dlpack outside the transformation and pass the "
+        "result in as an argument.")
+
+
+def _check_dlpack_methods(external_array: Any) -> None:
+  missing = [name for name in ("__dlpack__", "__dlpack_device__")
+             if not hasattr(external_array, name)]
+  if not missing:
+    return
+  hint = ""
+  if dlpack_capsule.is_capsule(external_array):
+    hint = (" Raw DLPack capsules are not accepted: pass the array that "
+            "produced the capsule instead.")
+  raise MissingDLPackMethodsError(
+      f"from_dlpack: {type(external_array).__name__} object has no "
+      f"{' or '.join(missing)} method, so it does not support DLPack.{hint}")
+
+
+def _copy_message(reason: str) -> str:
+  return (f"from_dlpack: a copy is required because {reason}, but copy=False "
+          "was passed. Pass copy=None to copy only when needed, or copy=True.")
+
+
+def _may_alias(target: dlpack_device.Target | None, source: Any) -> bool:
+  """Whether placing on ``target`` can leave data shared with ``source``."""
+  return target is None or source in dlpack_device.devices_of(target)
+
+
+def _place(result: Any, target: dlpack_device.Target | None,
+           source: Any) -> Array:
+  if dlpack_device.is_only(target, source):
+    return result
+  return dlpack_device.place(result, target)
+
+
+def _from_jax_array(x: Any, target: dlpack_device.Target | None,
+                    copy: bool | None) -> Array:
+  """Imports a ``jax.Array`` without a DLPack round trip; keeps its device."""
+  canonical = dtypes.canonicalize_dtype(x.dtype)
+  if canonical != x.dtype:
+    if copy is False:
+      raise CopyRequiredError(_copy_message(
+          f"dtype {x.dtype} becomes {canonical} with jax_enable_x64 off"))
+    x, copy = x.astype(canonical), None
+  if target is None or dlpack_device.holds(x, target):
+    return _array_copy(x) if copy else x
+  if copy is False:
+    raise CopyRequiredError(_copy_message(
+        f"the array is on {dlpack_device.describe(x.sharding)} and "
+        f"device={dlpack_device.describe(target)} asks to move it"))
+  if copy and dlpack_device.devices_of(target) & set(x.sharding.device_set):
+    x = _array_copy(x)
+  return dlpack_device.place(x, target)
+
+
+def _consumer_stream(external_array: Any, dl_device: tuple[int, int],
+                     source: Any) -> int | None:
+  """Returns the stream the producer must make the data ready on."""
+  if dl_device[0] in (_KDL_CPU, _KDL_CUDA_HOST):
+    # Pinned host tensors export through their CPU __dlpack__ (torch), which
+    # rejects any stream but None.
+    return None
+  if _is_tensorflow_tensor(external_array):
+    return None  # TensorFlow's __dlpack__ takes no stream.
+  try:
+    stream: int = source.get_stream_for_external_ready_events()
+  except dlpack_compat.RuntimeErrorType as err:
+    if "UNIMPLEMENTED" in str(err):
+      return None
+    raise
+  return stream
+
+
+def _is_tensorflow_tensor(external_array: Any) -> bool:
+  t = type(external_array)
+  return (t.__qualname__ == "EagerTensor"
+          and t.__module__.endswith("tensorflow.python.framework.ops"))
+
+
+def _request_capsule(external_array: Any, stream: int | None,
+                     copy: bool | None,
+                     dl_device: tuple[int, int] | None = None) -> Any:
+  """Calls ``__dlpack__`` with only the keywords this import needs.
+
+  A producer older than the 2023.12 standard raises ``TypeError`` on
+  ``max_version``, ``dl_device`` and ``copy``; it is asked again with
+  ``stream`` alone. ``copy=False`` is still enforced by the import, which
+  checks what it gets; a ``dl_device`` request cannot be dropped.
+  """
+  kwargs: dict[str, Any] = {"stream": stream,
+                            "max_version": dlpack_capsule.MAX_VERSION}
+  if dl_device is not None:
+    kwargs["dl_device"] = dl_device
+  if copy is False or (dl_device is not None and copy is not None):
+    kwargs["copy"] = copy
+  try:
+    return external_array.__dlpack__(**kwargs)
+  except TypeError as err:
+    if dl_device is not None:
+      raise BufferError(
+          "from_dlpack: the producer's __dlpack__ does not accept dl_device, "
+          "so it cannot be asked for a copy in host memory.") from err
+    return external_array.__dlpack__(stream=stream)
+
+
+def _import(capsule: Any, source: Any, dl_device_type: int,
+            stream: int | None, copy: bool | None, independent: bool) -> Any:
+  """Imports ``capsule`` onto ``source``, its producer's device.
+
+  Args:
+    independent: the result must not share memory with the producer.
+  """
+  info = dlpack_capsule.inspect(capsule)
+  if info.is_copied:
+    if copy is False:
+      raise CopyRequiredError(
+          "from_dlpack: the producer copied the data (its capsule has "
+          "IS_COPIED set) although copy=False was passed.")
+    independent = False  # The producer's copy is already independent.
+  if info.device[0] != dl_device_type:
+    raise BufferError(
+        f"from_dlpack: the capsule is on DLDeviceType {info.device[0]} but "
+        f"__dlpack_device__ said {dl_device_type}.")
+  if dl_device_type == _KDL_CPU:
+    return _import_host(capsule, info, source, copy, independent)
+  return _import_device(capsule, info, source, dl_device_type, stream, copy,
+                        independent)
+
+
+def _why_host_copy(info: dlpack_capsule.TensorInfo,
+                   canonical: np.dtype[Any]) -> str | None:
+  """Says why jaxlib cannot alias a host tensor; ``None`` if it can."""
+  if info.dtype != canonical:
+    return f"dtype {info.dtype} becomes {canonical} with jax_enable_x64 off"
+  if info.address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT:
+    return (f"the data is not aligned to "
+            f"{dlpack_compat.CPU_ZERO_COPY_ALIGNMENT} bytes")
+  if not _is_compact(info.shape, info.strides):
+    return (f"strides {info.strides} (in elements, for shape {info.shape}) "
+            "are not a compact layout")
+  return None
+
+
+def _is_compact(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+  """Whether the strides tile memory densely in some dimension order."""
+  expected = 1
+  for stride, dim in sorted((s, d) for d, s in zip(shape, strides) if d != 1):
+    if stride != expected:
+      return False
+    expected *= dim
+  return True
+
+
+def _import_host(capsule: Any, info: dlpack_capsule.TensorInfo, source: Any,
+                 copy: bool | None, independent: bool) -> Any:
+  if info.dtype is None:
+    raise BufferError(
+        f"from_dlpack: DLPack dtype (code, bits, lanes) = {info.dl_dtype} is "
+        "not supported.")
+  canonical = dtypes.canonicalize_dtype(info.dtype)
+  reason = _why_host_copy(info, canonical)
+  if info.size == 0 and canonical == info.dtype:
+    return _import_host_copy(info, canonical, source)
+  if reason is None and not independent:
+    legacy = dlpack_capsule.as_legacy_capsule(capsule)
+    try:
+      result = dlpack_compat.import_legacy_capsule(legacy, source, None,
+                                                   _KDL_CPU)
+    except dlpack_compat.RuntimeErrorType as err:
+      # jaxlib refused what looked aliasable; the capsule is still ours.
+      reason, capsule = f"jaxlib cannot alias it ({err})", legacy
+    else:
+      _check_aliases(result, info, copy)
+      return result
+  if copy is False:
+    raise CopyRequiredError(_copy_message(reason or "copy=True"))
+  # `capsule` owns the producer's memory, which the copy reads: keep it alive.
+  result = _import_host_copy(info, canonical, source)
+  del capsule
+  return result
+
+
+def _check_aliases(result: Any, info: dlpack_capsule.TensorInfo,
+                   copy: bool | None) -> None:
+  if copy is False and result.unsafe_buffer_pointer() != info.address:
+    raise CopyRequiredError(
+        "from_dlpack: jaxlib copied the data although copy=False was passed.")
+
+
+def _import_host_copy(info: dlpack_capsule.TensorInfo,
+                      dtype: np.dtype[Any], source: Any) -> Any:
+  """Copies a host tensor once, into memory jaxlib then aliases."""
+  copied = _aligned_empty(info.shape, dtype)
+  np.copyto(copied, dlpack_capsule.host_view(info), casting="unsafe")
+  return dlpack_compat.import_legacy_capsule(
+      dlpack_capsule.capsule_for_host_array(copied), source, None, _KDL_CPU)
+
+
+def _aligned_empty(shape: tuple[int, ...],
+                   dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+  alignment = dlpack_compat.CPU_ZERO_COPY_ALIGNMENT
+  nbytes = math.prod(shape) * dtype.itemsize
+  raw = np.empty(nbytes + alignment, np.uint8)
+  start = -raw.ctypes.data % alignment
+  # Built on the buffer directly: reshaping a zero-size view would not keep
+  # its (aligned) data pointer.
+  return np.ndarray(shape, dtype, buffer=raw, offset=start)
+
+
+def _import_device(capsule: Any, info: dlpack_capsule.TensorInfo,
+                   source: Any, dl_device_type: int, stream: int | None,
+                   copy: bool | None, independent: bool) -> Any:
+  """Imports an accelerator tensor; copies, when needed, on the device."""
+  canonical = (None if info.dtype is None
+               else dtypes.canonicalize_dtype(info.dtype))
+  if copy is False and canonical != info.dtype:
+    raise CopyRequiredError(_copy_message(
+        f"dtype {info.dtype} becomes {canonical} with jax_enable_x64 off"))
+  legacy = dlpack_capsule.as_legacy_capsule(capsule)
+  try:
+    result = dlpack_compat.import_legacy_capsule(legacy, source, stream,
+                                                 dl_device_type)
+  except dlpack_compat.RuntimeErrorType as err:
+    if copy is False:
+      raise CopyRequiredError(_copy_message(f"jaxlib cannot alias it ({err})"))
+    raise BufferError(
+        f"from_dlpack: jaxlib cannot import this {source.platform} tensor "
+        f"({err}). Make it contiguous in the producer first.") from None
+  if canonical is not None and canonical != result.dtype:
+    return result.astype(canonical)
+  return _array_copy(result) if independent else result
+
+
+def _from_foreign_platform(external_array: Any, dl_device: tuple[int, int],
+                           target: dlpack_device.Target | None,
+                           copy: bool | None) -> Array:
+  """Imports an array from a platform this JAX has no backend for.
+
+  The standard lets a consumer ask the producer for a copy in host memory;
+  that is done when the caller asked for the result on the CPU.
+  """
+  platform = dlpack_device.platform_of(dl_device)
+  if target is None or not dlpack_device.is_host(target):
+    raise BufferError(
+        f"from_dlpack: the array is on {platform}, which this JAX has no "
+        "backend for. Pass device=jax.devices('cpu')[0] to import a copy in "
+        "host memory.")
+  if copy is False:
+    raise CopyRequiredError(_copy_message(
+        f"the array is on {platform} and must be copied to host memory"))
+  capsule = _request_capsule(external_array, None, copy,
+                             dl_device=dlpack_device.HOST_DL_DEVICE)
+  host = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
+  result = _import(capsule, host, _KDL_CPU, None, copy,
+                   independent=copy is True and _may_alias(target, host))
+  return _place(result, target, host)
+
+
+def to_dlpack(x: Array, stream: int | Any | None = None,
+              src_device: Any | None = None,
+              dl_device: tuple[DLDeviceType, int] | None = None,
+              max_version: tuple[int, int] | None = None,
+              copy: bool | None = None) -> Any:
+  """Returns a DLPack capsule holding the data of a single-device ``x``.
+
+  Args:
+    x: a single-device :class:`~jax.Array`.
+    stream: the platform stream the consumer will use, as in ``__dlpack__``.
+    src_device: ``x``'s device, if the caller knows it.
+    dl_device: ``(device_type, device_id)`` the consumer wants the data on.
+      Any CPU device satisfies a request for ``kDLCPU``.
+    max_version: the newest DLPack version the consumer reads.
+    copy: ``True`` always exports a copy; ``False`` never copies and raises
+      when a copy is needed; ``None`` copies only to change device.
+
+  Returns:
+    A DLPack 0.x capsule. Unless copied, it aliases ``x``'s buffer, which
+    the consumer must not write to: JAX arrays are immutable.
+
+  Raises:
+    TypeError: ``x`` is not a ``jax.Array`` or ``copy`` is not a bool.
+    BufferError: ``x`` spans several devices, ``dl_device`` names a device
+      JAX does not have, or ``max_version`` is older than DLPack 0.5.
+    CopyRequiredError: ``copy=False`` but ``dl_device`` needs a transfer.
+  """
+  if not isinstance(x, array.ArrayImpl):
+    raise TypeError(f"Argument to to_dlpack must be a jax.Array, got {type(x)}")
+  copy = _check_copy(copy, "to_dlpack")
+  if max_version is not None and tuple(max_version) < MIN_DLPACK_VERSION:
+    raise BufferError(
+        f"JAX does not support any version below {MIN_DLPACK_VERSION} but "
+        f"version ({max_version}) was requested.")
+  if src_device is None:
+    src_device = _single_device(x)
+  exported = _export_placement(x, src_device, dl_device, copy)
+  return dlpack_compat.export_legacy_capsule(exported.addressable_data(0),
+                                             stream)
+
+
+def _single_device(x: Any) -> Any:
+  devices = x.sharding.device_set
+  if len(devices) != 1:
+    raise BufferError(
+        "to_dlpack can only export an array on a single device, but this one "
+        f"is sharded over {len(devices)} devices.")
+  device, = devices
+  return device
+
+
+def _export_placement(x: Any, src_device: Any,
+                      dl_device: tuple[Any, int] | None,
+                      copy: bool | None) -> Any:
+  """Returns ``x``, a copy, or ``x`` moved to ``dl_device``."""
+  target = None
+  if dl_device is not None:
+    requested = (int(dl_device[0]), int(dl_device[1]))
+    if requested[0] == _KDL_CPU and src_device.platform == "cpu":
+      target = src_device  # All CPU devices share host memory.
+    else:
+      target = dlpack_device.jax_device_for(requested)
+      if target is None:
+        raise BufferError(
+            f"to_dlpack: dl_device={dl_device} names a platform this JAX has "
+            "no backend for.")
+  if target is None or target == src_device:
+    return _array_copy(x) if copy else x
+  if copy is False:
+    raise CopyRequiredError(
+        f"to_dlpack: dl_device={dl_device} needs a copy from {src_device}, "
+        "but copy=False was passed. Pass copy=None or copy=True.")
+  return dlpack_device.place(x, target)

@@ -1,0 +1,444 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""DLPack capsules: reading them and handing them to jaxlib.
+
+This is the only module that touches DLPack's C structures. It needs no
+compiled extension: the structures are declared with ``ctypes`` and capsules
+are handled through the CPython capsule API, reached through ``ctypes``.
+
+jaxlib consumes only DLPack 0.x capsules (named ``"dltensor"``). A DLPack 1.x
+capsule (``"dltensor_versioned"``) is converted here into a 0.x one that points
+at the same data; the producer's deleter runs exactly once, when jaxlib (or
+the converted capsule, if never consumed) releases the tensor.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import datetime
+import math
+import threading
+from typing import Any, Callable
+
+import ml_dtypes
+import numpy as np
+
+LEGACY_NAME = b"dltensor"
+VERSIONED_NAME = b"dltensor_versioned"
+USED_LEGACY_NAME = b"used_dltensor"
+USED_VERSIONED_NAME = b"used_dltensor_versioned"
+
+# The newest DLPack version whose structures this module reads. Every 1.x
+# minor version keeps the 1.0 layout, so any 1.x capsule is accepted.
+MAX_VERSION = (1, 1)
+
+FLAG_READ_ONLY = 1 << 0
+FLAG_IS_COPIED = 1 << 1
+FLAG_IS_SUBBYTE_TYPE_PADDED = 1 << 2
+
+KDL_CPU = 1
+
+# Sanity bound on ndim: larger values are a corrupt tensor, not a real one.
+_MAX_NDIM = 64
+
+_CAPSULE_TYPE = type(datetime.datetime_CAPI)  # type: ignore[attr-defined]
+
+
+class _DLDevice(ctypes.Structure):
+  _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+  _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+              ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+  _fields_ = [("data", ctypes.c_void_p),
+              ("device", _DLDevice),
+              ("ndim", ctypes.c_int32),
+              ("dtype", _DLDataType),
+              ("shape", ctypes.POINTER(ctypes.c_int64)),
+              ("strides", ctypes.POINTER(ctypes.c_int64)),
+              ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+  # Function pointers are kept as plain addresses so that ctypes never wraps
+  # (and never frees) them behind our back.
+  _fields_ = [("dl_tensor", _DLTensor),
+              ("manager_ctx", ctypes.c_void_p),
+              ("deleter", ctypes.c_void_p)]
+
+
+class _DLPackVersion(ctypes.Structure):
+  _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):
+  _fields_ = [("version", _DLPackVersion),
+              ("manager_ctx", ctypes.c_void_p),
+              ("deleter", ctypes.c_void_p),
+              ("flags", ctypes.c_uint64),
+              ("dl_tensor", _DLTensor)]
+
+
+_Deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def _capsule_api(name: str, restype: Any, *argtypes: Any) -> Any:
+  # PYFUNCTYPE keeps the GIL held across the call, as the capsule API needs.
+  prototype = ctypes.PYFUNCTYPE(restype, *argtypes)
+  return prototype((name, ctypes.pythonapi))
+
+
+_capsule_is_valid = _capsule_api(
+    "PyCapsule_IsValid", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
+_capsule_get_name = _capsule_api(
+    "PyCapsule_GetName", ctypes.c_char_p, ctypes.py_object)
+_capsule_get_pointer = _capsule_api(
+    "PyCapsule_GetPointer", ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)
+_capsule_set_name = _capsule_api(
+    "PyCapsule_SetName", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
+_capsule_new = _capsule_api(
+    "PyCapsule_New", ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
+    ctypes.c_void_p)
+# Used from a capsule destructor, where the capsule's refcount is already zero:
+# it must be passed as a raw pointer, never as a Python object.
+_raw_capsule_is_valid = _capsule_api(
+    "PyCapsule_IsValid", ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)
+_raw_capsule_get_pointer = _capsule_api(
+    "PyCapsule_GetPointer", ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)
+
+
+def _static_c_string(value: bytes) -> int:
+  """Returns the address of a NUL-terminated copy of ``value`` never freed.
+
+  Capsules keep a pointer to their name rather than a copy, and a capsule may
+  outlive this module at interpreter exit.
+  """
+  buffer = ctypes.create_string_buffer(value)
+  _IMMORTAL.append(buffer)
+  return ctypes.addressof(buffer)
+
+
+_IMMORTAL: list[Any] = []
+_LEGACY_NAME_PTR = ctypes.c_char_p(_static_c_string(LEGACY_NAME))
+_USED_VERSIONED_NAME_PTR = ctypes.c_char_p(
+    _static_c_string(USED_VERSIONED_NAME))
+
+
+# DLPack (type code, bits) -> NumPy dtype. Only the dtypes that jaxlib and
+# NumPy/ml_dtypes can both represent one element per byte-addressable item.
+_DTYPES: dict[tuple[int, int], np.dtype[Any]] = {
+    (0, 8): np.dtype(np.int8), (0, 16): np.dtype(np.int16),
+    (0, 32): np.dtype(np.int32), (0, 64): np.dtype(np.int64),
+    (1, 8): np.dtype(np.uint8), (1, 16): np.dtype(np.uint16),
+    (1, 32): np.dtype(np.uint32), (1, 64): np.dtype(np.uint64),
+    (2, 16): np.dtype(np.float16), (2, 32): np.dtype(np.float32),
+    (2, 64): np.dtype(np.float64),
+    (4, 16): np.dtype(ml_dtypes.bfloat16),
+    (5, 64): np.dtype(np.complex64), (5, 128): np.dtype(np.complex128),
+    (6, 8): np.dtype(np.bool_),
+    (7, 8): np.dtype(ml_dtypes.float8_e3m4),
+    (8, 8): np.dtype(ml_dtypes.float8_e4m3),
+    (9, 8): np.dtype(ml_dtypes.float8_e4m3b11fnuz),
+    (10, 8): np.dtype(ml_dtypes.float8_e4m3fn),
+    (11, 8): np.dtype(ml_dtypes.float8_e4m3fnuz),
+    (12, 8): np.dtype(ml_dtypes.float8_e5m2),
+    (13, 8): np.dtype(ml_dtypes.float8_e5m2fnuz),
+    (14, 8): np.dtype(ml_dtypes.float8_e8m0fnu),
+}
+_DL_DTYPES = {dtype: code_bits for code_bits, dtype in _DTYPES.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+  """What a DLPack capsule describes, read without taking ownership.
+
+  Attributes:
+    versioned: whether the capsule is a DLPack 1.x ``"dltensor_versioned"``.
+    version: the capsule's ``(major, minor)``; ``(0, 0)`` for a 0.x capsule,
+      which does not record its minor version.
+    flags: the 1.x flags bit field; 0 for a 0.x capsule.
+    address: the address of the first element (``data + byte_offset``).
+    device: ``(device_type, device_id)``.
+    dtype: the NumPy dtype, or ``None`` if DLPack's type has no NumPy twin.
+    dl_dtype: DLPack's ``(code, bits, lanes)``.
+    shape: the shape.
+    strides: strides in elements; compact row-major when the producer passed
+      none.
+  """
+  versioned: bool
+  version: tuple[int, int]
+  flags: int
+  address: int
+  device: tuple[int, int]
+  dtype: np.dtype[Any] | None
+  dl_dtype: tuple[int, int, int]
+  shape: tuple[int, ...]
+  strides: tuple[int, ...]
+
+  @property
+  def size(self) -> int:
+    return math.prod(self.shape)
+
+  @property
+  def read_only(self) -> bool:
+    return bool(self.flags & FLAG_READ_ONLY)
+
+  @property
+  def is_copied(self) -> bool:
+    return bool(self.flags & FLAG_IS_COPIED)
+
+
+def is_capsule(obj: object) -> bool:
+  return type(obj) is _CAPSULE_TYPE
+
+
+def capsule_name(capsule: Any) -> bytes | None:
+  name: bytes | None = _capsule_get_name(capsule)
+  return name
+
+
+def _managed_tensor_address(capsule: Any) -> tuple[bool, int]:
+  """Returns ``(versioned, address)`` of the capsule's managed tensor."""
+  if not is_capsule(capsule):
+    raise TypeError(
+        f"__dlpack__ returned a {type(capsule).__name__}, not a DLPack "
+        "capsule.")
+  for versioned, name in ((False, LEGACY_NAME), (True, VERSIONED_NAME)):
+    if _capsule_is_valid(capsule, name):
+      return versioned, _capsule_get_pointer(capsule, name)
+  name = capsule_name(capsule)
+  if name in (USED_LEGACY_NAME, USED_VERSIONED_NAME):
+    raise BufferError(
+        "The DLPack capsule was already consumed; call __dlpack__ again for a "
+        "fresh one.")
+  raise BufferError(
+      f"Expected a DLPack capsule named 'dltensor' or 'dltensor_versioned', "
+      f"got one named {name!r}.")
+
+
+def inspect(capsule: Any) -> TensorInfo:
+  """Reads what ``capsule`` describes, without consuming it.
+
+  Raises:
+    TypeError: ``capsule`` is not a capsule.
+    BufferError: the capsule is consumed, misnamed, of an unknown major
+      version (its deleter has then been called), or describes an
+      inconsistent tensor.
+  """
+  versioned, address = _managed_tensor_address(capsule)
+  if versioned:
+    managed = _DLManagedTensorVersioned.from_address(address)
+    version = (managed.version.major, managed.version.minor)
+    if version[0] > MAX_VERSION[0]:
+      _refuse_versioned(capsule, managed)
+      raise BufferError(
+          f"The producer returned a DLPack {version[0]}.{version[1]} capsule; "
+          f"this JAX reads DLPack up to {MAX_VERSION[0]}.x.")
+    flags = int(managed.flags)
+    tensor = managed.dl_tensor
+  else:
+    version, flags = (0, 0), 0
+    tensor = _DLManagedTensor.from_address(address).dl_tensor
+  return _tensor_info(tensor, versioned, version, flags)
+
+
+def _tensor_info(tensor: _DLTensor, versioned: bool, version: tuple[int, int],
+                 flags: int) -> TensorInfo:
+  ndim = int(tensor.ndim)
+  if not 0 <= ndim <= _MAX_NDIM:
+    raise BufferError(f"The DLPack tensor has an invalid ndim of {ndim}.")
+  shape = tuple(tensor.shape[i] for i in range(ndim))
+  if any(d < 0 for d in shape):
+    raise BufferError(f"The DLPack tensor has a negative dimension: {shape}.")
+  if ndim and tensor.strides:
+    strides = tuple(tensor.strides[i] for i in range(ndim))
+  else:
+    strides = _row_major_strides(shape)
+  dl_dtype = (int(tensor.dtype.code), int(tensor.dtype.bits),
+              int(tensor.dtype.lanes))
+  data = tensor.data or 0
+  if not data and math.prod(shape):
+    raise BufferError("The DLPack tensor has a null data pointer.")
+  return TensorInfo(
+      versioned=versioned, version=version, flags=flags,
+      address=data + int(tensor.byte_offset),
+      device=(int(tensor.device.device_type), int(tensor.device.device_id)),
+      dtype=_DTYPES.get(dl_dtype[:2]) if dl_dtype[2] == 1 else None,
+      dl_dtype=dl_dtype, shape=shape, strides=strides)
+
+
+def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+  strides, step = [], 1
+  for dim in reversed(shape):
+    strides.append(step)
+    step *= max(dim, 1)
+  return tuple(reversed(strides))
+
+
+def _refuse_versioned(capsule: Any,
+                      managed: _DLManagedTensorVersioned) -> None:
+  # Renamed first, so that the producer's capsule destructor will not call
+  # the deleter a second time.
+  _capsule_set_name(capsule, _USED_VERSIONED_NAME_PTR)
+  if managed.deleter:
+    _Deleter(managed.deleter)(ctypes.addressof(managed))
+
+
+# Legacy tensors this module made, keyed by address, with what they keep
+# alive. A tensor leaves this table exactly once, when its deleter runs.
+_live_tensors: dict[int, tuple[Any, Callable[[], None]]] = {}
+_live_tensors_lock = threading.Lock()
+
+
+def _release(address: int) -> None:
+  with _live_tensors_lock:
+    entry = _live_tensors.pop(address, None)
+  if entry is not None:
+    entry[1]()
+
+
+def _legacy_deleter(address: int | None) -> None:
+  # Runs on whichever thread jaxlib frees the buffer from; ctypes takes the
+  # GIL first. Nothing may escape into C.
+  try:
+    if address:
+      _release(address)
+  except BaseException:  # pylint: disable=broad-except
+    pass
+
+
+def _capsule_destructor(capsule_address: int | None) -> None:
+  # Called when a converted capsule dies; it still owns the tensor unless
+  # jaxlib consumed (and renamed) it.
+  try:
+    if capsule_address and _raw_capsule_is_valid(
+        capsule_address, _LEGACY_NAME_PTR):
+      _release(_raw_capsule_get_pointer(capsule_address, _LEGACY_NAME_PTR))
+  except BaseException:  # pylint: disable=broad-except
+    pass
+
+
+_LEGACY_DELETER = _Deleter(_legacy_deleter)
+_CAPSULE_DESTRUCTOR = _Deleter(_capsule_destructor)
+# jaxlib may free a buffer after this module's globals are gone at exit: the
+# callbacks must outlive everything.
+_IMMORTAL.extend([_LEGACY_DELETER, _CAPSULE_DESTRUCTOR, _live_tensors])
+_LEGACY_DELETER_ADDRESS = ctypes.cast(_LEGACY_DELETER, ctypes.c_void_p).value
+_CAPSULE_DESTRUCTOR_ADDRESS = ctypes.cast(
+    _CAPSULE_DESTRUCTOR, ctypes.c_void_p).value
+
+
+def _new_legacy_capsule(managed: _DLManagedTensor, keep_alive: Any,
+                        on_release: Callable[[], None]) -> Any:
+  address = ctypes.addressof(managed)
+  managed.deleter = _LEGACY_DELETER_ADDRESS
+  with _live_tensors_lock:
+    _live_tensors[address] = (keep_alive, on_release)
+  try:
+    return _capsule_new(address, _LEGACY_NAME_PTR,
+                        _CAPSULE_DESTRUCTOR_ADDRESS)
+  except BaseException:
+    _release(address)
+    raise
+
+
+def as_legacy_capsule(capsule: Any) -> Any:
+  """Returns a 0.x capsule for the same tensor, taking over ``capsule``.
+
+  A 0.x capsule is returned unchanged. A 1.x capsule is renamed
+  ``"used_dltensor_versioned"`` (it no longer owns the tensor) and a new 0.x
+  capsule is returned that points at the same data. The producer's deleter
+  runs exactly once, when the new capsule's consumer releases the tensor, or
+  when the new capsule dies unconsumed.
+  """
+  versioned, address = _managed_tensor_address(capsule)
+  if not versioned:
+    return capsule
+  source = _DLManagedTensorVersioned.from_address(address)
+  legacy = _DLManagedTensor()
+  ctypes.pointer(legacy.dl_tensor)[0] = source.dl_tensor
+  legacy.manager_ctx = address
+  producer_deleter = source.deleter
+
+  def release_producer() -> None:
+    if producer_deleter:
+      _Deleter(producer_deleter)(address)
+
+  converted = _new_legacy_capsule(legacy, legacy, release_producer)
+  _capsule_set_name(capsule, _USED_VERSIONED_NAME_PTR)
+  return converted
+
+
+def capsule_for_host_array(array: np.ndarray[Any, Any]) -> Any:
+  """Returns a 0.x capsule on the CPU that keeps ``array`` alive.
+
+  Unlike ``array.__dlpack__()``, it accepts the ml_dtypes dtypes (bfloat16,
+  float8) that NumPy refuses to export.
+
+  Raises:
+    BufferError: ``array``'s dtype has no DLPack equivalent.
+  """
+  code_bits = _DL_DTYPES.get(array.dtype)
+  if code_bits is None:
+    raise BufferError(f"dtype {array.dtype} has no DLPack equivalent.")
+  ndim = array.ndim
+  shape = (ctypes.c_int64 * max(ndim, 1))(*array.shape)
+  strides = (ctypes.c_int64 * max(ndim, 1))(
+      *(s // array.itemsize for s in array.strides))
+  managed = _DLManagedTensor()
+  tensor = managed.dl_tensor
+  tensor.data = array.ctypes.data
+  tensor.device = _DLDevice(KDL_CPU, 0)
+  tensor.ndim = ndim
+  tensor.dtype = _DLDataType(code_bits[0], code_bits[1], 1)
+  tensor.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
+  tensor.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
+  tensor.byte_offset = 0
+  return _new_legacy_capsule(
+      managed, (managed, shape, strides, array), lambda: None)
+
+
+def host_view(info: TensorInfo) -> np.ndarray[Any, Any]:
+  """Returns a read-only NumPy view of a CPU tensor's elements.
+
+  The view does not own the memory: the capsule ``info`` was read from must
+  stay alive, unconsumed, for as long as the view is used.
+
+  Raises:
+    BufferError: the tensor is not in host memory or its dtype has no NumPy
+      equivalent.
+  """
+  if info.dtype is None:
+    raise BufferError(
+        f"DLPack dtype (code={info.dl_dtype[0]}, bits={info.dl_dtype[1]}, "
+        f"lanes={info.dl_dtype[2]}) has no NumPy equivalent to copy through.")
+  if info.size == 0:
+    return np.empty(info.shape, info.dtype)
+  itemsize = info.dtype.itemsize
+  byte_strides = tuple(s * itemsize for s in info.strides)
+  extents = [s * (d - 1) for s, d in zip(byte_strides, info.shape)]
+  low = sum(e for e in extents if e < 0)
+  high = sum(e for e in extents if e > 0) + itemsize
+  buffer = (ctypes.c_char * (high - low)).from_address(info.address + low)
+  view: np.ndarray[Any, Any] = np.ndarray(
+      info.shape, info.dtype, buffer=buffer, offset=-low,
+      strides=byte_strides)
+  view.flags.writeable = False
+  return view

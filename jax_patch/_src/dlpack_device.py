@@ -1,0 +1,151 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Devices for DLPack: checking ``device``, finding the producer's device,
+and placing an imported array.
+
+This is the only module that maps DLPack device types onto JAX platforms.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+from jax._src import xla_bridge
+from jax._src.api import device_put
+from jax._src.lib import xla_client
+from jax._src.sharding import Sharding
+from jax._src.typing import DLDeviceType
+
+from jax_patch._src import dlpack_errors
+
+Device = Any
+Target = Union[Device, Sharding]
+
+DL_DEVICE_TO_PLATFORM: dict[int, str] = {
+    DLDeviceType.kDLCPU: "cpu",
+    DLDeviceType.kDLCUDA: "cuda",
+    DLDeviceType.kDLCUDAHost: "cuda",
+    DLDeviceType.kDLROCM: "rocm",
+}
+
+HOST_DL_DEVICE = (int(DLDeviceType.kDLCPU), 0)
+
+
+def check_target(device: object) -> Target | None:
+  """Returns ``device`` if it is a valid ``from_dlpack`` target.
+
+  Raises:
+    TypeError: ``device`` is neither ``None``, a ``jax.Device`` nor a
+      ``jax.sharding.Sharding``.
+  """
+  if device is None or isinstance(device, (xla_client.Device, Sharding)):
+    return device
+  hint = ""
+  if isinstance(device, str):
+    hint = (f" To name a device by platform, pass "
+            f"jax.devices({device!r})[0].")
+  raise TypeError(
+      "from_dlpack: device must be None, a jax.Device or a "
+      f"jax.sharding.Sharding, got {device!r} of type "
+      f"{type(device).__name__}.{hint}")
+
+
+def dlpack_device_of(external_array: Any) -> tuple[int, int]:
+  """Returns the ``(device_type, device_id)`` its ``__dlpack_device__`` says.
+
+  Raises:
+    UnsupportedDeviceError: the answer is not a pair of integers.
+  """
+  value = external_array.__dlpack_device__()
+  try:
+    device_type, device_id = value
+    return int(device_type), int(device_id)
+  except (TypeError, ValueError):
+    raise dlpack_errors.UnsupportedDeviceError(
+        "from_dlpack: __dlpack_device__ returned "
+        f"{value!r}, not a (device_type, device_id) pair.") from None
+
+
+def platform_of(dl_device: tuple[int, int]) -> str:
+  """Returns the JAX platform name for a DLPack device.
+
+  Raises:
+    UnsupportedDeviceError: JAX has no platform for this device type.
+  """
+  platform = DL_DEVICE_TO_PLATFORM.get(dl_device[0])
+  if platform is None:
+    raise dlpack_errors.UnsupportedDeviceError(
+        "from_dlpack: the array is on a device type JAX cannot import from "
+        f"(DLDeviceType {dl_device[0]}); supported types are "
+        f"{sorted(DL_DEVICE_TO_PLATFORM)}.")
+  return platform
+
+
+def jax_device_for(dl_device: tuple[int, int]) -> Device | None:
+  """Returns the JAX device holding ``dl_device``'s memory.
+
+  Returns:
+    The device, or ``None`` when this JAX has no backend for its platform
+    (a CUDA tensor under a CPU-only jaxlib).
+
+  Raises:
+    UnsupportedDeviceError: the device type or id is unknown to JAX.
+  """
+  backend = xla_bridge.backends().get(platform_of(dl_device))
+  if backend is None:
+    return None
+  try:
+    return backend.device_from_local_hardware_id(dl_device[1])
+  except Exception as err:  # jaxlib raises its own runtime error type.
+    raise dlpack_errors.UnsupportedDeviceError(
+        f"from_dlpack: JAX has no {backend.platform} device with local "
+        f"hardware id {dl_device[1]}: {err}") from None
+
+
+def devices_of(target: Target) -> set[Device]:
+  if isinstance(target, Sharding):
+    return set(target.device_set)
+  return {target}
+
+
+def is_only(target: Target | None, device: Device) -> bool:
+  """Whether placing on ``target`` means staying on ``device`` alone."""
+  return target is None or devices_of(target) == {device}
+
+
+def is_host(target: Target) -> bool:
+  return all(d.platform == "cpu" for d in devices_of(target))
+
+
+def describe(target: Target) -> str:
+  if isinstance(target, Sharding):
+    return f"{type(target).__name__} over {sorted(map(str, devices_of(target)))}"
+  return str(target)
+
+
+def place(array: Any, target: Target) -> Any:
+  """Transfers (and for a multi-device sharding, shards) ``array``.
+
+  Where ``target`` includes ``array``'s own device the result may share
+  memory with ``array`` there.
+  """
+  return device_put(array, target)
+
+
+def holds(array: Any, target: Target) -> bool:
+  """Whether ``array`` already lies exactly as ``target`` asks."""
+  if isinstance(target, Sharding):
+    return bool(array.sharding.is_equivalent_to(target, array.ndim))
+  return set(array.sharding.device_set) == {target}

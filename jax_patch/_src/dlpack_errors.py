@@ -1,0 +1,52 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Exception classes raised by the DLPack import and export.
+
+The Python Array API standard and upstream JAX disagree on several exception
+types. Where they do, the class here derives from both, so that code written
+against either keeps working.
+"""
+
+from __future__ import annotations
+
+
+class CopyRequiredError(BufferError, ValueError):
+  """A copy is needed but the caller passed ``copy=False``.
+
+  The standard's ``copy`` text asks for ``BufferError``; its ``Raises`` section
+  and upstream JAX use ``ValueError``.
+  """
+
+
+class MissingDLPackMethodsError(AttributeError, TypeError):
+  """The object lacks ``__dlpack__`` or ``__dlpack_device__``.
+
+  The standard asks for ``AttributeError``; upstream JAX raised ``TypeError``.
+  """
+
+
+class UnsupportedDeviceError(BufferError, TypeError):
+  """The array lives on a device type this JAX cannot import from.
+
+  The standard recommends ``BufferError``; upstream JAX raised ``TypeError``.
+  """
+
+
+class TransformationError(RuntimeError):
+  """``from_dlpack`` was called inside a JAX transformation.
+
+  It reads an external, mutable buffer that tracing cannot follow: a trace
+  would bake in the buffer's current contents and silently go stale.
+  """

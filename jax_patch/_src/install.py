@@ -1,0 +1,120 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Routes the running JAX's DLPack entry points through this patch.
+
+``install`` replaces, as one step, ``jax.dlpack.from_dlpack``,
+``jax.numpy.from_dlpack`` and the ``jax._src.dlpack`` functions that
+``jax.Array.__dlpack__`` imports when called. ``uninstall`` puts back exactly
+the objects it replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+_Patch = tuple[ModuleType, str, Any]
+
+_lock = threading.RLock()
+# What install() replaced, as (module, name, original); None when not
+# installed.
+_originals: list[_Patch] | None = None
+
+
+def _patches() -> list[_Patch]:
+  """Returns (module, name, replacement) for every patched entry point."""
+  # Imported here: jax.numpy must be importable before install() is called.
+  import jax.dlpack
+  import jax.numpy
+  from jax._src import dlpack as jax_src_dlpack
+  from jax_patch._src import dlpack
+  from jax_patch._src.numpy import lax_numpy
+  return [
+      (jax.dlpack, "from_dlpack", dlpack.from_dlpack),
+      (jax.numpy, "from_dlpack", lax_numpy.from_dlpack),
+      (jax_src_dlpack, "from_dlpack", dlpack.from_dlpack),
+      # jax.Array.__dlpack__ imports this name at every call.
+      (jax_src_dlpack, "to_dlpack", dlpack.to_dlpack),
+  ]
+
+
+def apply_patches(patches: list[_Patch]) -> list[_Patch]:
+  """Sets every attribute in ``patches``, or none of them.
+
+  Returns:
+    The replaced attributes, as ``(module, name, original)``.
+
+  Raises:
+    AttributeError: a module lacks a name to replace; nothing was changed.
+    Exception: setting an attribute failed; the ones already set were put
+      back first.
+  """
+  originals = [(module, name, getattr(module, name))
+               for module, name, _ in patches]
+  applied: list[_Patch] = []
+  try:
+    for (module, name, replacement), original in zip(patches, originals):
+      setattr(module, name, replacement)
+      applied.append(original)
+  except BaseException:
+    restore(applied)
+    raise
+  return originals
+
+
+def restore(originals: list[_Patch]) -> None:
+  """Puts back ``originals``, last replaced first."""
+  for module, name, original in reversed(originals):
+    setattr(module, name, original)
+
+
+def install() -> None:
+  """Patches the running JAX. Calling it again does nothing."""
+  global _originals
+  with _lock:
+    if _originals is None:
+      _originals = apply_patches(_patches())
+
+
+def uninstall() -> None:
+  """Restores exactly what :func:`install` replaced. Idempotent."""
+  global _originals
+  with _lock:
+    if _originals is not None:
+      restore(_originals)
+      _originals = None
+
+
+def is_installed() -> bool:
+  return _originals is not None
+
+
+@contextlib.contextmanager
+def patched() -> Iterator[None]:
+  """Installs the patch for the ``with`` block.
+
+  On exit, uninstalls it only if it was not installed on entry.
+  """
+  with _lock:
+    was_installed = is_installed()
+    install()
+  try:
+    yield
+  finally:
+    if not was_installed:
+      uninstall()

@@ -1,0 +1,579 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Conformance cases: the behaviours the patch promises, runnable against any
+``from_dlpack``.
+
+Each case takes a ``from_dlpack(x, *, device=None, copy=None)`` and returns a
+short description of what it saw, raises ``AssertionError`` when the
+behaviour is wrong, and ``unittest.SkipTest`` when this machine cannot show
+it (too few devices, an optional producer not installed). ``jax-patch check``
+runs them against upstream JAX and against the patch; the tests run them
+against every patched entry point.
+
+Aliasing is always proved by writing to the source after the import, never
+by comparing values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import unittest
+from collections.abc import Callable
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+import jax
+from jax import lax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+FromDLPack = Callable[..., Any]
+
+_SENTINEL = 99
+_ALIGNMENT = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+  name: str
+  behaviour: str
+  run: Callable[[FromDLPack], str]
+
+
+CASES: list[Case] = []
+
+
+def _case(behaviour: str) -> Callable[[Callable[[FromDLPack], str]],
+                                      Callable[[FromDLPack], str]]:
+  def register(fn: Callable[[FromDLPack], str]) -> Callable[[FromDLPack], str]:
+    CASES.append(Case(fn.__name__, behaviour, fn))
+    return fn
+  return register
+
+
+def aligned_array(shape: tuple[int, ...], dtype: Any = np.float32,
+                  misalign_bytes: int = 0) -> np.ndarray[Any, Any]:
+  """A writable array filled with 0, 1, 2, ... at a chosen alignment."""
+  dtype = np.dtype(dtype)
+  count = int(np.prod(shape))
+  raw = np.empty(count * dtype.itemsize + 2 * _ALIGNMENT, np.uint8)
+  start = -raw.ctypes.data % _ALIGNMENT + misalign_bytes
+  out: np.ndarray[Any, Any] = np.ndarray(shape, dtype, buffer=raw,
+                                         offset=start)
+  out[...] = np.arange(count).reshape(shape).astype(dtype)
+  return out
+
+
+def _shares(result: Any, source: np.ndarray[Any, Any],
+            writable_source: np.ndarray[Any, Any] | None = None) -> bool:
+  """Writes a sentinel into the source and reports whether result sees it.
+
+  ``result`` must not have been read before: a read may cache a copy.
+  """
+  target = source if writable_source is None else writable_source
+  index = (0,) * target.ndim
+  target[index] = _SENTINEL
+  seen = np.asarray(result)[(0,) * result.ndim]
+  return bool(seen == _SENTINEL)
+
+
+def _expect_raises(fn: Callable[[], Any], *types: type[BaseException],
+                   mentions: str | None = None) -> str:
+  try:
+    result = fn()
+  except AssertionError:
+    raise
+  except Exception as err:  # pylint: disable=broad-except
+    missing = [t.__name__ for t in types if not isinstance(err, t)]
+    assert not missing, (
+        f"raised {type(err).__name__} ({err}), which is not a "
+        f"{' or '.join(missing)}")
+    assert mentions is None or mentions in str(err), (
+        f"{type(err).__name__} does not mention {mentions!r}: {err}")
+    return f"raises {type(err).__name__}"
+  raise AssertionError(f"no error; returned {type(result).__name__}")
+
+
+def _require_devices(count: int) -> list[Any]:
+  devices = jax.devices("cpu")
+  if len(devices) < count:
+    raise unittest.SkipTest(
+        f"needs {count} CPU devices (XLA_FLAGS="
+        f"--xla_force_host_platform_device_count={count})")
+  return devices
+
+
+def _require(module: str) -> Any:
+  if importlib.util.find_spec(module) is None:
+    raise unittest.SkipTest(f"{module} is not installed")
+  return importlib.import_module(module)
+
+
+class RecordingProducer:
+  """Wraps a real NumPy array and records how ``__dlpack__`` was called."""
+
+  def __init__(self, array: np.ndarray[Any, Any]):
+    self.array = array
+    self.calls: list[dict[str, Any]] = []
+
+  def __dlpack_device__(self) -> tuple[int, int]:
+    return self.array.__dlpack_device__()
+
+  def __dlpack__(self, **kwargs: Any) -> Any:
+    self.calls.append(kwargs)
+    return self.array.__dlpack__(**kwargs)
+
+
+class OldProducer:
+  """A producer from before the 2023.12 standard: ``__dlpack__(stream)``."""
+
+  def __init__(self, array: np.ndarray[Any, Any]):
+    self.array = array
+
+  def __dlpack_device__(self) -> tuple[int, int]:
+    return self.array.__dlpack_device__()
+
+  def __dlpack__(self, stream: Any = None) -> Any:
+    del stream
+    return self.array.__dlpack__()
+
+
+class ForeignDeviceProducer:
+  """Claims to live on a device type this jaxlib lacks (CUDA by default).
+
+  No real producer can show this on a CPU-only machine. Like a CUDA tensor,
+  it exports only a host copy, and only when asked with ``dl_device``.
+  """
+
+  def __init__(self, host_array: np.ndarray[Any, Any], device_type: int = 2):
+    self.host_array = host_array
+    self.device_type = device_type
+    self.calls: list[dict[str, Any]] = []
+
+  def __dlpack_device__(self) -> tuple[int, int]:
+    return (self.device_type, 0)
+
+  def __dlpack__(self, *, stream: Any = None, max_version: Any = None,
+                 dl_device: Any = None, copy: Any = None) -> Any:
+    self.calls.append(dict(stream=stream, max_version=max_version,
+                           dl_device=dl_device, copy=copy))
+    if dl_device is None or tuple(dl_device) != (1, 0):
+      raise BufferError("this producer only exports host copies")
+    if copy is False:
+      raise BufferError("a device-to-host transfer always copies")
+    return self.host_array.__dlpack__(max_version=max_version, copy=True)
+
+
+class DLPackOnly:
+  """Hides everything but DLPack, so a ``jax.Array`` takes the DLPack path."""
+
+  def __init__(self, array: Any):
+    self.array = array
+
+  def __dlpack_device__(self) -> Any:
+    return self.array.__dlpack_device__()
+
+  def __dlpack__(self, **kwargs: Any) -> Any:
+    return self.array.__dlpack__(**kwargs)
+
+
+# copy=True
+
+
+@_case("copy=True on 64-byte-aligned input returns an independent buffer")
+def copy_true_aligned_is_independent(from_dlpack: FromDLPack) -> str:
+  source = aligned_array((16,))
+  result = from_dlpack(source, copy=True)
+  assert not _shares(result, source), "the result changed with the source"
+  return "independent"
+
+
+@_case("copy=True on unaligned input returns an independent buffer")
+def copy_true_unaligned_is_independent(from_dlpack: FromDLPack) -> str:
+  source = aligned_array((16,), misalign_bytes=16)
+  result = from_dlpack(source, copy=True)
+  assert not _shares(result, source), "the result changed with the source"
+  return "independent"
+
+
+@_case("copy=True on a jax.Array returns an independent buffer")
+def copy_true_jax_array_is_independent(from_dlpack: FromDLPack) -> str:
+  source = jax.numpy.arange(8.0)
+  result = from_dlpack(source, copy=True)
+  source.delete()
+  np.testing.assert_array_equal(np.asarray(result), np.arange(8.0))
+  return "survives deleting the source"
+
+
+# copy=False
+
+
+@_case("copy=False on aligned input shares memory with the source")
+def copy_false_aligned_shares(from_dlpack: FromDLPack) -> str:
+  source = aligned_array((16,))
+  result = from_dlpack(source, copy=False)
+  assert _shares(result, source), "the result did not see the source change"
+  return "shares"
+
+
+@_case("copy=False on transposed input shares memory with the source")
+def copy_false_transposed_shares(from_dlpack: FromDLPack) -> str:
+  base = aligned_array((4, 4))
+  result = from_dlpack(base.T, copy=False)
+  base[0, 0] = _SENTINEL
+  assert np.asarray(result)[0, 0] == _SENTINEL, "the result did not share"
+  return "shares"
+
+
+def _copy_false_refuses(from_dlpack: FromDLPack,
+                        source: np.ndarray[Any, Any]) -> str:
+  return _expect_raises(lambda: from_dlpack(source, copy=False), BufferError,
+                        ValueError, mentions="copy=False")
+
+
+@_case("copy=False on int64 input (x64 off) raises instead of copying")
+def copy_false_int64_raises(from_dlpack: FromDLPack) -> str:
+  return _copy_false_refuses(from_dlpack, aligned_array((8,), np.int64))
+
+
+@_case("copy=False on float64 input (x64 off) raises instead of copying")
+def copy_false_float64_raises(from_dlpack: FromDLPack) -> str:
+  return _copy_false_refuses(from_dlpack, aligned_array((8,), np.float64))
+
+
+@_case("copy=False on unaligned input raises BufferError and ValueError")
+def copy_false_unaligned_raises(from_dlpack: FromDLPack) -> str:
+  return _copy_false_refuses(
+      from_dlpack, aligned_array((8,), misalign_bytes=16))
+
+
+@_case("copy=False on strided input (x[::2]) raises instead of copying")
+def copy_false_strided_raises(from_dlpack: FromDLPack) -> str:
+  return _copy_false_refuses(from_dlpack, aligned_array((16,))[::2])
+
+
+@_case("copy=False to another device raises instead of copying")
+def copy_false_other_device_raises(from_dlpack: FromDLPack) -> str:
+  devices = _require_devices(2)
+  return _expect_raises(
+      lambda: from_dlpack(aligned_array((8,)), device=devices[1],
+                          copy=False),
+      BufferError, ValueError, mentions="copy=False")
+
+
+@_case("copy=False when the producer reports it copied raises")
+def copy_false_producer_copied_raises(from_dlpack: FromDLPack) -> str:
+  class CopyingProducer(RecordingProducer):
+    def __dlpack__(self, **kwargs: Any) -> Any:
+      kwargs.update(copy=True, max_version=(1, 0))
+      return self.array.__dlpack__(**kwargs)
+  return _expect_raises(
+      lambda: from_dlpack(CopyingProducer(aligned_array((8,))), copy=False),
+      BufferError, ValueError)
+
+
+@_case("copy accepts NumPy bools")
+def copy_accepts_numpy_bool(from_dlpack: FromDLPack) -> str:
+  source = aligned_array((8,))
+  result = from_dlpack(source, copy=np.bool_(False))
+  assert _shares(result, source), "np.False_ did not mean copy=False"
+  return "np.False_ shares"
+
+
+# copy=None
+
+
+def _copies_values(from_dlpack: FromDLPack,
+                   source: np.ndarray[Any, Any]) -> str:
+  expected = np.array(source)
+  result = from_dlpack(source)
+  np.testing.assert_array_equal(np.asarray(result), expected)
+  return f"imports {source.shape}"
+
+
+@_case("copy=None imports x[::2] (non-compact strides) by copying")
+def copy_none_step_slice_imports(from_dlpack: FromDLPack) -> str:
+  return _copies_values(from_dlpack, aligned_array((16,))[::2])
+
+
+@_case("copy=None imports x[::-1] (negative strides) by copying")
+def copy_none_reversed_imports(from_dlpack: FromDLPack) -> str:
+  return _copies_values(from_dlpack, aligned_array((16,))[::-1])
+
+
+@_case("copy=None imports np.broadcast_to output (zero strides)")
+def copy_none_broadcast_imports(from_dlpack: FromDLPack) -> str:
+  return _copies_values(
+      from_dlpack, np.broadcast_to(aligned_array((4,)), (3, 4)))
+
+
+@_case("copy=None shares aligned input")
+def copy_none_aligned_shares(from_dlpack: FromDLPack) -> str:
+  source = aligned_array((16,))
+  assert _shares(from_dlpack(source), source), "copy=None copied"
+  return "shares"
+
+
+@_case("a read-only NumPy array imports without a copy")
+def read_only_imports_without_copy(from_dlpack: FromDLPack) -> str:
+  writable = aligned_array((8,))
+  read_only = writable.view()
+  read_only.flags.writeable = False
+  result = from_dlpack(read_only, copy=False)
+  assert _shares(result, read_only, writable), "the import copied"
+  return "shares"
+
+
+# device
+
+
+@_case("device=<jax.Device> places the result on that device")
+def device_places_result(from_dlpack: FromDLPack) -> str:
+  devices = _require_devices(2)
+  result = from_dlpack(aligned_array((8,)), device=devices[1])
+  assert result.devices() == {devices[1]}, f"on {result.devices()}"
+  np.testing.assert_array_equal(np.asarray(result), np.arange(8))
+  return f"on {devices[1]}"
+
+
+@_case("device=<multi-device Sharding> shards the imported data")
+def multi_device_sharding_shards(from_dlpack: FromDLPack) -> str:
+  devices = _require_devices(4)
+  sharding = NamedSharding(Mesh(np.array(devices[:4]), ("x",)),
+                           PartitionSpec("x"))
+  result = from_dlpack(aligned_array((8,)), device=sharding)
+  assert result.sharding.is_equivalent_to(sharding, 1), result.sharding
+  np.testing.assert_array_equal(np.asarray(result), np.arange(8))
+  return "sharded over 4 devices"
+
+
+@_case("device=<multi-device Sharding> with copy=False raises")
+def multi_device_sharding_copy_false_raises(from_dlpack: FromDLPack) -> str:
+  devices = _require_devices(4)
+  sharding = NamedSharding(Mesh(np.array(devices[:4]), ("x",)),
+                           PartitionSpec())
+  return _expect_raises(
+      lambda: from_dlpack(aligned_array((8,)), device=sharding, copy=False),
+      BufferError, ValueError)
+
+
+@_case("a source on a platform JAX lacks imports as a host copy to the CPU")
+def foreign_platform_imports_host_copy(from_dlpack: FromDLPack) -> str:
+  producer = ForeignDeviceProducer(aligned_array((8,)))
+  cpu = jax.devices("cpu")[0]
+  result = from_dlpack(producer, device=cpu)
+  assert producer.calls and producer.calls[-1]["dl_device"] == (1, 0), (
+      producer.calls)
+  np.testing.assert_array_equal(np.asarray(result), np.arange(8))
+  return "asked for dl_device=(kDLCPU, 0)"
+
+
+@_case("a source on a platform JAX lacks, without a CPU device, raises "
+       "BufferError")
+def foreign_platform_without_device_raises(from_dlpack: FromDLPack) -> str:
+  producer = ForeignDeviceProducer(aligned_array((8,)))
+  return _expect_raises(lambda: from_dlpack(producer), BufferError,
+                        mentions="device=")
+
+
+@_case("an unsupported device type raises BufferError and TypeError")
+def unsupported_device_type_raises(from_dlpack: FromDLPack) -> str:
+  producer = ForeignDeviceProducer(aligned_array((8,)), device_type=4)
+  return _expect_raises(lambda: from_dlpack(producer), BufferError,
+                        TypeError)
+
+
+# jax.Array input
+
+
+@_case("a jax.Array keeps its own device")
+def jax_array_keeps_device(from_dlpack: FromDLPack) -> str:
+  devices = _require_devices(2)
+  source = jax.device_put(jax.numpy.arange(4.0), devices[1])
+  result = from_dlpack(source)
+  assert result.devices() == {devices[1]}, f"came back on {result.devices()}"
+  return f"stays on {devices[1]}"
+
+
+@_case("a jax.Array with copy=False returns the same buffer")
+def jax_array_copy_false_shares(from_dlpack: FromDLPack) -> str:
+  source = jax.numpy.arange(4.0)
+  result = from_dlpack(source, copy=False)
+  assert (result.unsafe_buffer_pointer()
+          == source.unsafe_buffer_pointer()), "copied"
+  return "same buffer"
+
+
+# Transformations
+
+
+def _traced_raises(transform: Callable[[Callable[..., Any]], Callable[..., Any]],
+                   from_dlpack: FromDLPack) -> str:
+  source = aligned_array((4,))
+
+  def read(x: Any) -> Any:
+    return x + from_dlpack(source)[0]
+
+  return _expect_raises(lambda: transform(read)(jax.numpy.ones(4)),
+                        Exception, mentions="transformation")
+
+
+@_case("from_dlpack inside jax.jit raises")
+def inside_jit_raises(from_dlpack: FromDLPack) -> str:
+  return _traced_raises(jax.jit, from_dlpack)
+
+
+@_case("from_dlpack inside jax.vmap raises")
+def inside_vmap_raises(from_dlpack: FromDLPack) -> str:
+  return _traced_raises(jax.vmap, from_dlpack)
+
+
+@_case("from_dlpack inside jax.grad raises")
+def inside_grad_raises(from_dlpack: FromDLPack) -> str:
+  return _traced_raises(
+      lambda f: jax.grad(lambda x: f(x).sum()), from_dlpack)
+
+
+@_case("from_dlpack inside lax.scan raises")
+def inside_scan_raises(from_dlpack: FromDLPack) -> str:
+  return _traced_raises(
+      lambda f: lambda x: lax.scan(lambda c, _: (f(c), None), x, None,
+                                   length=2)[0], from_dlpack)
+
+
+# Bad arguments
+
+
+@_case("copy='yes' raises a TypeError naming from_dlpack")
+def copy_string_raises(from_dlpack: FromDLPack) -> str:
+  return _expect_raises(lambda: from_dlpack(aligned_array((4,)), copy="yes"),
+                        TypeError, mentions="from_dlpack")
+
+
+@_case("device='cpu' raises a TypeError naming from_dlpack")
+def device_string_raises(from_dlpack: FromDLPack) -> str:
+  return _expect_raises(
+      lambda: from_dlpack(aligned_array((4,)), device="cpu"), TypeError,
+      mentions="from_dlpack")
+
+
+@_case("an object without __dlpack__ raises AttributeError and TypeError")
+def missing_dlpack_methods_raises(from_dlpack: FromDLPack) -> str:
+  return _expect_raises(lambda: from_dlpack([1.0, 2.0]), AttributeError,
+                        TypeError)
+
+
+@_case("a BufferError from the producer propagates unchanged")
+def producer_buffer_error_propagates(from_dlpack: FromDLPack) -> str:
+  error = BufferError("the producer says no")
+
+  class RefusingProducer(RecordingProducer):
+    def __dlpack__(self, **kwargs: Any) -> Any:
+      raise error
+
+  try:
+    from_dlpack(RefusingProducer(aligned_array((4,))))
+  except BufferError as err:
+    assert err is error, f"got a different BufferError: {err}"
+    return "propagates"
+  raise AssertionError("no error")
+
+
+# Negotiation and streams
+
+
+@_case("a CPU producer is asked with stream=None and max_version")
+def cpu_producer_gets_stream_none(from_dlpack: FromDLPack) -> str:
+  producer = RecordingProducer(aligned_array((4,)))
+  from_dlpack(producer)
+  call = producer.calls[-1]
+  assert call.get("stream", None) is None, call
+  assert call.get("max_version") is not None, f"no max_version: {call}"
+  return f"called with {sorted(call)}"
+
+
+@_case("a producer that only knows __dlpack__(stream) still imports")
+def old_producer_imports(from_dlpack: FromDLPack) -> str:
+  source = aligned_array((8,))
+  assert _shares(from_dlpack(OldProducer(source)), source), "copied"
+  return "shares"
+
+
+# Producers and dtypes
+
+
+@_case("zero-size and 0-d NumPy arrays round-trip")
+def zero_size_and_scalar_round_trip(from_dlpack: FromDLPack) -> str:
+  for source in (np.empty((0, 3), np.float32), np.array(2.5, np.float32)):
+    result = from_dlpack(source)
+    assert result.shape == source.shape and result.dtype == source.dtype, (
+        result.shape, result.dtype)
+    np.testing.assert_array_equal(np.asarray(result), source)
+  return "(0, 3) and ()"
+
+
+@_case("bool, complex64 and float16 NumPy arrays round-trip")
+def numpy_dtypes_round_trip(from_dlpack: FromDLPack) -> str:
+  for dtype in (np.bool_, np.complex64, np.float16):
+    source = aligned_array((2, 3), dtype)
+    result = from_dlpack(source)
+    assert result.dtype == source.dtype, (result.dtype, source.dtype)
+    np.testing.assert_array_equal(np.asarray(result), source)
+  return "bool, complex64, float16"
+
+
+@_case("torch bfloat16 and float8 tensors round-trip, strided too")
+def torch_dtypes_round_trip(from_dlpack: FromDLPack) -> str:
+  torch = _require("torch")
+  for dtype, np_dtype in ((torch.bfloat16, ml_dtypes.bfloat16),
+                          (torch.float8_e4m3fn, ml_dtypes.float8_e4m3fn)):
+    tensor = torch.arange(8, dtype=torch.float32).to(dtype)
+    for source in (tensor, tensor[::2]):
+      result = from_dlpack(source)
+      assert result.dtype == np_dtype, result.dtype
+      np.testing.assert_array_equal(
+          np.asarray(result).astype(np.float32),
+          source.to(torch.float32).numpy())
+  return "bfloat16, float8_e4m3fn"
+
+
+@_case("a torch tensor imports without a copy")
+def torch_tensor_shares(from_dlpack: FromDLPack) -> str:
+  torch = _require("torch")
+  source = torch.arange(64, dtype=torch.float32)
+  result = from_dlpack(source, copy=False)
+  source[0] = _SENTINEL
+  assert np.asarray(result)[0] == _SENTINEL, "the result did not share"
+  return "shares"
+
+
+@_case("a JAX producer's float8 array round-trips through DLPack")
+def jax_producer_float8_round_trips(from_dlpack: FromDLPack) -> str:
+  source = jax.numpy.arange(8, dtype=jax.numpy.float8_e4m3fn)
+  result = from_dlpack(DLPackOnly(source))
+  assert result.dtype == source.dtype, result.dtype
+  np.testing.assert_array_equal(np.asarray(result), np.asarray(source))
+  return "float8_e4m3fn"
+
+
+@_case("an array-api-strict array imports")
+def array_api_strict_imports(from_dlpack: FromDLPack) -> str:
+  xp = _require("array_api_strict")
+  source = xp.asarray([[1.0, 2.0], [3.0, 4.0]], dtype=xp.float32)
+  result = from_dlpack(source)
+  np.testing.assert_array_equal(np.asarray(result), [[1, 2], [3, 4]])
+  return "imports"

@@ -127,7 +127,8 @@ class RecordingProducer:
   """Wraps a real NumPy array and records how ``__dlpack__`` was called."""
 
   def __init__(self, array: np.ndarray[Any, Any]):
-    self.array = array
+    # Any: pytype's NumPy stubs lack the DLPack methods.
+    self.array: Any = array
     self.calls: list[dict[str, Any]] = []
 
   def __dlpack_device__(self) -> tuple[int, int]:
@@ -142,7 +143,7 @@ class OldProducer:
   """A producer from before the 2023.12 standard: ``__dlpack__(stream)``."""
 
   def __init__(self, array: np.ndarray[Any, Any]):
-    self.array = array
+    self.array: Any = array
 
   def __dlpack_device__(self) -> tuple[int, int]:
     return self.array.__dlpack_device__()
@@ -160,7 +161,7 @@ class ForeignDeviceProducer:
   """
 
   def __init__(self, host_array: np.ndarray[Any, Any], device_type: int = 2):
-    self.host_array = host_array
+    self.host_array: Any = host_array
     self.device_type = device_type
     self.calls: list[dict[str, Any]] = []
 
@@ -354,7 +355,7 @@ def device_places_result(from_dlpack: FromDLPack) -> str:
 def multi_device_sharding_shards(from_dlpack: FromDLPack) -> str:
   devices = _require_devices(4)
   sharding = NamedSharding(Mesh(np.array(devices[:4]), ("x",)),
-                           PartitionSpec("x"))
+                           PartitionSpec("x"))  # type: ignore[no-untyped-call]
   result = from_dlpack(aligned_array((8,)), device=sharding)
   assert result.sharding.is_equivalent_to(sharding, 1), result.sharding
   np.testing.assert_array_equal(np.asarray(result), np.arange(8))
@@ -365,7 +366,7 @@ def multi_device_sharding_shards(from_dlpack: FromDLPack) -> str:
 def multi_device_sharding_copy_false_raises(from_dlpack: FromDLPack) -> str:
   devices = _require_devices(4)
   sharding = NamedSharding(Mesh(np.array(devices[:4]), ("x",)),
-                           PartitionSpec())
+                           PartitionSpec())  # type: ignore[no-untyped-call]
   return _expect_raises(
       lambda: from_dlpack(aligned_array((8,)), device=sharding, copy=False),
       BufferError, ValueError)

@@ -183,14 +183,14 @@ def _may_alias(target: dlpack_device.Target | None, source: Any) -> bool:
   return target is None or source in dlpack_device.devices_of(target)
 
 
-def _place(result: Any, target: dlpack_device.Target | None,
+def _place(result: Array, target: dlpack_device.Target | None,
            source: Any) -> Array:
   if dlpack_device.is_only(target, source):
     return result
   return dlpack_device.place(result, target)
 
 
-def _from_jax_array(x: Any, target: dlpack_device.Target | None,
+def _from_jax_array(x: Array, target: dlpack_device.Target | None,
                     copy: bool | None) -> Array:
   """Imports a ``jax.Array`` without a DLPack round trip; keeps its device."""
   canonical = dtypes.canonicalize_dtype(x.dtype)

@@ -54,7 +54,8 @@ KDL_CPU = 1
 # Sanity bound on ndim: larger values are a corrupt tensor, not a real one.
 _MAX_NDIM = 64
 
-_CAPSULE_TYPE = type(datetime.datetime_CAPI)  # type: ignore[attr-defined]
+# datetime exposes its C API as a capsule: a ready specimen of the type.
+_CAPSULE_TYPE = type(getattr(datetime, "datetime_CAPI"))
 
 
 class _DLDevice(ctypes.Structure):
@@ -220,9 +221,10 @@ def _managed_tensor_address(capsule: Any) -> tuple[bool, int]:
     raise TypeError(
         f"__dlpack__ returned a {type(capsule).__name__}, not a DLPack "
         "capsule.")
-  for versioned, name in ((False, LEGACY_NAME), (True, VERSIONED_NAME)):
-    if _capsule_is_valid(capsule, name):
-      return versioned, _capsule_get_pointer(capsule, name)
+  for versioned, valid_name in ((False, LEGACY_NAME),
+                                (True, VERSIONED_NAME)):
+    if _capsule_is_valid(capsule, valid_name):
+      return versioned, _capsule_get_pointer(capsule, valid_name)
   name = capsule_name(capsule)
   if name in (USED_LEGACY_NAME, USED_VERSIONED_NAME):
     raise BufferError(
@@ -438,7 +440,7 @@ def host_view(info: TensorInfo) -> np.ndarray[Any, Any]:
   high = sum(e for e in extents if e > 0) + itemsize
   buffer = (ctypes.c_char * (high - low)).from_address(info.address + low)
   view: np.ndarray[Any, Any] = np.ndarray(
-      info.shape, info.dtype, buffer=buffer, offset=-low,
+      info.shape, info.dtype, buffer=memoryview(buffer), offset=-low,
       strides=byte_strides)
   view.flags.writeable = False
   return view

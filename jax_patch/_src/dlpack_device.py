@@ -26,7 +26,7 @@ from jax._src import xla_bridge
 from jax._src.api import device_put
 from jax._src.lib import xla_client
 from jax._src.sharding import Sharding
-from jax._src.typing import DLDeviceType
+from jax._src.typing import Array, DLDeviceType
 
 from jax_patch._src import dlpack_errors
 
@@ -135,13 +135,14 @@ def describe(target: Target) -> str:
   return str(target)
 
 
-def place(array: Any, target: Target) -> Any:
+def place(array: Any, target: Target) -> Array:
   """Transfers (and for a multi-device sharding, shards) ``array``.
 
   Where ``target`` includes ``array``'s own device the result may share
   memory with ``array`` there.
   """
-  return device_put(array, target)
+  placed: Array = device_put(array, target)
+  return placed
 
 
 def holds(array: Any, target: Target) -> bool:

@@ -1,0 +1,125 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Tests for install(), uninstall() and patched()."""
+
+import types
+from typing import Any
+
+from absl.testing import absltest
+import jax
+import jax.dlpack
+import jax.numpy as jnp
+import numpy as np
+from jax._src import dlpack as jax_src_dlpack
+
+import jax_patch
+from jax_patch._src import conformance
+from jax_patch._src import dlpack
+from jax_patch._src import install
+
+
+def _entry_points() -> list[Any]:
+  return [jax.dlpack.from_dlpack, jnp.from_dlpack,
+          jax_src_dlpack.from_dlpack, jax_src_dlpack.to_dlpack]
+
+
+class _RefusingModule(types.ModuleType):
+  """A module whose attribute ``locked`` cannot be set."""
+
+  def __setattr__(self, name: str, value: Any) -> None:
+    if name == "locked":
+      raise RuntimeError("locked")
+    super().__setattr__(name, value)
+
+
+class InstallTest(absltest.TestCase):
+
+  def setUp(self) -> None:
+    super().setUp()
+    jax_patch.uninstall()
+    self.originals = _entry_points()
+    self.addCleanup(jax_patch.uninstall)
+
+  def test_install_routes_every_entry_point(self) -> None:
+    jax_patch.install()
+    self.assertIs(jnp.from_dlpack, jax_patch.from_dlpack)
+    self.assertIs(jax.dlpack.from_dlpack, dlpack.from_dlpack)
+    self.assertIs(jax_src_dlpack.from_dlpack, dlpack.from_dlpack)
+    self.assertIs(jax_src_dlpack.to_dlpack, dlpack.to_dlpack)
+
+  def test_installed_jnp_from_dlpack_has_patched_behaviour(self) -> None:
+    jax_patch.install()
+    with self.assertRaises(jax_patch.CopyRequiredError):
+      jnp.from_dlpack(conformance.aligned_array((4,), np.int64), copy=False)
+
+  def test_installed_array_dlpack_uses_patched_export(self) -> None:
+    jax_patch.install()
+    with self.assertRaisesRegex(BufferError, "no backend"):
+      # jax/_src/basearray.pyi declares __dlpack__ without keywords.
+      jnp.arange(4.0).__dlpack__(dl_device=(2, 0))  # type: ignore[call-arg]
+
+  def test_install_twice_then_uninstall_restores_originals(self) -> None:
+    jax_patch.install()
+    jax_patch.install()
+    self.assertTrue(jax_patch.is_installed())
+    jax_patch.uninstall()
+    for original, now in zip(self.originals, _entry_points()):
+      self.assertIs(now, original)
+
+  def test_uninstall_without_install_changes_nothing(self) -> None:
+    jax_patch.uninstall()
+    for original, now in zip(self.originals, _entry_points()):
+      self.assertIs(now, original)
+
+  def test_patched_restores_on_exit(self) -> None:
+    with jax_patch.patched():
+      self.assertIs(jnp.from_dlpack, jax_patch.from_dlpack)
+    for original, now in zip(self.originals, _entry_points()):
+      self.assertIs(now, original)
+
+  def test_patched_restores_when_the_block_raises(self) -> None:
+    with self.assertRaises(ValueError):
+      with jax_patch.patched():
+        raise ValueError("inside")
+    self.assertIs(jnp.from_dlpack, self.originals[1])
+
+  def test_patched_inside_install_keeps_the_install(self) -> None:
+    jax_patch.install()
+    with jax_patch.patched():
+      pass
+    self.assertIs(jnp.from_dlpack, jax_patch.from_dlpack)
+
+  def test_failing_step_leaves_nothing_patched(self) -> None:
+    first = types.ModuleType("first")
+    setattr(first, "entry", "original")
+    second = _RefusingModule("second")
+    second.__dict__["locked"] = "original"
+    with self.assertRaisesRegex(RuntimeError, "locked"):
+      install.apply_patches([(first, "entry", "patched"),
+                             (second, "locked", "patched")])
+    self.assertEqual(getattr(first, "entry"), "original")
+    self.assertEqual(second.locked, "original")
+
+  def test_missing_target_changes_nothing(self) -> None:
+    first = types.ModuleType("first")
+    setattr(first, "entry", "original")
+    with self.assertRaises(AttributeError):
+      install.apply_patches([(first, "entry", "patched"),
+                             (types.ModuleType("empty"), "absent", "x")])
+    self.assertEqual(getattr(first, "entry"), "original")
+
+
+if __name__ == "__main__":
+  absltest.main()

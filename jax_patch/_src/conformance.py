@@ -132,7 +132,8 @@ class RecordingProducer:
     self.calls: list[dict[str, Any]] = []
 
   def __dlpack_device__(self) -> tuple[int, int]:
-    return self.array.__dlpack_device__()
+    device: tuple[int, int] = self.array.__dlpack_device__()
+    return device
 
   def __dlpack__(self, **kwargs: Any) -> Any:
     self.calls.append(kwargs)
@@ -146,7 +147,8 @@ class OldProducer:
     self.array: Any = array
 
   def __dlpack_device__(self) -> tuple[int, int]:
-    return self.array.__dlpack_device__()
+    device: tuple[int, int] = self.array.__dlpack_device__()
+    return device
 
   def __dlpack__(self, stream: Any = None) -> Any:
     del stream

@@ -415,7 +415,7 @@ def _from_foreign_platform(external_array: Any, dl_device: tuple[int, int],
 
 def to_dlpack(x: Array, stream: int | Any | None = None,
               src_device: Any | None = None,
-              dl_device: tuple[DLDeviceType, int] | None = None,
+              dl_device: tuple[DLDeviceType | int, int] | None = None,
               max_version: tuple[int, int] | None = None,
               copy: bool | None = None) -> Any:
   """Returns a DLPack capsule holding the data of a single-device ``x``.

@@ -1,0 +1,215 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Tests for capsule reading, conversion and deleter accounting."""
+
+import ctypes
+import gc
+import subprocess
+import sys
+import textwrap
+import weakref
+from typing import Any
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+
+from jax_patch._src import conformance
+from jax_patch._src import dlpack
+from jax_patch._src import dlpack_capsule
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+class CountingProducer:
+  """A DLPack 1.x producer whose deleter counts its calls.
+
+  No real producer lets a test observe its deleter; this one builds its
+  managed tensor with ctypes over a NumPy array it keeps alive. Like a real
+  producer, its capsule's destructor calls the deleter if no consumer took
+  the tensor.
+  """
+
+  def __init__(self, array: np.ndarray[Any, Any], major: int = 1,
+               flags: int = 0):
+    self.array = array
+    self.deletes = 0
+    self._deleter = dlpack_capsule._Deleter(self._on_delete)
+    self._destructor = dlpack_capsule._Deleter(self._on_capsule_death)
+    self._shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
+    self._strides = (ctypes.c_int64 * max(array.ndim, 1))(
+        *(s // array.itemsize for s in array.strides))
+    managed = dlpack_capsule._DLManagedTensorVersioned()
+    managed.version.major, managed.version.minor = major, 0
+    managed.deleter = ctypes.cast(self._deleter, ctypes.c_void_p).value
+    managed.flags = flags
+    tensor = managed.dl_tensor
+    tensor.data = array.ctypes.data
+    tensor.device.device_type, tensor.device.device_id = 1, 0
+    tensor.ndim = array.ndim
+    code, bits = dlpack_capsule._DL_DTYPES[array.dtype]
+    tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes = code, bits, 1
+    tensor.shape = ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64))
+    tensor.strides = ctypes.cast(self._strides,
+                                 ctypes.POINTER(ctypes.c_int64))
+    self._managed = managed
+
+  def _on_delete(self, address: int) -> None:
+    del address
+    self.deletes += 1
+
+  def _on_capsule_death(self, capsule: int) -> None:
+    if dlpack_capsule._raw_capsule_is_valid(capsule, b"dltensor_versioned"):
+      self.deletes += 1
+
+  def __dlpack_device__(self) -> tuple[int, int]:
+    return (1, 0)
+
+  def __dlpack__(self, **kwargs: Any) -> Any:
+    del kwargs
+    return _capsule_new(ctypes.addressof(self._managed), b"dltensor_versioned",
+                        ctypes.cast(self._destructor, ctypes.c_void_p).value)
+
+
+class InspectTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("compact", lambda a: a),
+      ("transposed", lambda a: a.T),
+      ("strided_and_reversed", lambda a: a[::2, ::-1]),
+      ("broadcast", lambda a: np.broadcast_to(a[0], (3, 4))),
+  )
+  def test_host_view_matches_source(self, make: Any) -> None:
+    source = make(conformance.aligned_array((4, 4)))
+    for max_version in (None, (1, 0)):
+      if max_version is None and not source.flags.writeable:
+        continue  # NumPy cannot export a read-only array as 0.x.
+      capsule = source.__dlpack__(max_version=max_version)
+      info = dlpack_capsule.inspect(capsule)
+      np.testing.assert_array_equal(dlpack_capsule.host_view(info), source)
+
+  def test_versioned_capsule_reports_version_and_read_only(self) -> None:
+    source = np.broadcast_to(np.arange(3.0), (2, 3))
+    info = dlpack_capsule.inspect(source.__dlpack__(max_version=(1, 0)))
+    self.assertTrue(info.versioned)
+    self.assertEqual(info.version[0], 1)
+    self.assertTrue(info.read_only)
+    self.assertEqual(info.strides, (0, 1))
+
+  def test_non_capsule_raises_type_error(self) -> None:
+    with self.assertRaisesRegex(TypeError, "not a DLPack capsule"):
+      dlpack_capsule.inspect(object())
+
+  def test_consumed_capsule_raises_buffer_error(self) -> None:
+    capsule = conformance.aligned_array((4,)).__dlpack__()
+    dlpack.from_dlpack(conformance.DLPackOnly(_Once(capsule)))
+    with self.assertRaisesRegex(BufferError, "already consumed"):
+      dlpack_capsule.inspect(capsule)
+
+  def test_misnamed_capsule_raises_buffer_error(self) -> None:
+    capsule = _capsule_new(1, b"not_dltensor", None)
+    with self.assertRaisesRegex(BufferError, "not_dltensor"):
+      dlpack_capsule.inspect(capsule)
+
+
+class _Once:
+  """Hands out one prepared capsule."""
+
+  def __init__(self, capsule: Any):
+    self.capsule = capsule
+
+  def __dlpack_device__(self) -> tuple[int, int]:
+    return (1, 0)
+
+  def __dlpack__(self, **kwargs: Any) -> Any:
+    del kwargs
+    return self.capsule
+
+
+class DeleterTest(absltest.TestCase):
+
+  def test_deleter_runs_once_after_the_jax_array_is_gone(self) -> None:
+    producer = CountingProducer(conformance.aligned_array((16,)))
+    result = dlpack.from_dlpack(producer, copy=False)
+    gc.collect()
+    self.assertEqual(producer.deletes, 0)
+    producer.array[0] = 7
+    self.assertEqual(np.asarray(result)[0], 7)
+    del result
+    gc.collect()
+    self.assertEqual(producer.deletes, 1)
+
+  def test_deleter_runs_once_after_a_copying_import(self) -> None:
+    source = conformance.aligned_array((16,), misalign_bytes=4)
+    producer = CountingProducer(source)
+    result = dlpack.from_dlpack(producer)
+    gc.collect()
+    self.assertEqual(producer.deletes, 1)  # The copy no longer needs it.
+    source[0] = 7
+    self.assertEqual(np.asarray(result)[0], 0)
+
+  def test_newer_major_version_is_refused_after_calling_its_deleter(
+      self) -> None:
+    producer = CountingProducer(conformance.aligned_array((4,)), major=2)
+    with self.assertRaisesRegex(BufferError, "DLPack 2.0"):
+      dlpack.from_dlpack(producer)
+    gc.collect()
+    self.assertEqual(producer.deletes, 1)
+
+  def test_is_copied_capsule_with_copy_false_raises_and_releases(
+      self) -> None:
+    producer = CountingProducer(conformance.aligned_array((4,)),
+                                flags=dlpack_capsule.FLAG_IS_COPIED)
+    with self.assertRaisesRegex(BufferError, "IS_COPIED"):
+      dlpack.from_dlpack(producer, copy=False)
+    gc.collect()
+    self.assertEqual(producer.deletes, 1)
+
+  def test_numpy_source_is_released_when_the_import_dies(self) -> None:
+    source = conformance.aligned_array((16,))
+    source.flags.writeable = False
+    alive = weakref.ref(source.base)
+    result = dlpack.from_dlpack(source, copy=False)
+    del source
+    gc.collect()
+    self.assertIsNotNone(alive())
+    del result
+    gc.collect()
+    self.assertIsNone(alive())
+
+  def test_exit_with_live_imports_is_clean(self) -> None:
+    script = textwrap.dedent("""
+        import threading
+        import numpy as np
+        from jax_patch._src import conformance, dlpack
+        kept = [dlpack.from_dlpack(
+            np.broadcast_to(conformance.aligned_array((16,)), (16,)))]
+        def imports():
+          kept.append(dlpack.from_dlpack(conformance.aligned_array((16,))))
+        thread = threading.Thread(target=imports)
+        thread.start()
+        thread.join()
+        print("done", len(kept))
+        """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                         text=True, timeout=120, check=False)
+    self.assertEqual(run.returncode, 0, run.stderr)
+    self.assertIn("done 2", run.stdout)
+
+
+if __name__ == "__main__":
+  absltest.main()

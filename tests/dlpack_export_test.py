@@ -1,0 +1,108 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Tests for to_dlpack, the export behind jax.Array.__dlpack__."""
+
+import os
+
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                           " --xla_force_host_platform_device_count=4")
+
+from typing import Any  # pylint: disable=g-import-not-at-top
+
+from absl.testing import absltest
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jax_patch
+from jax_patch._src import dlpack
+
+
+class _Capsule:
+  """Lets np.from_dlpack consume a capsule that to_dlpack returned."""
+
+  def __init__(self, capsule: Any):
+    self.capsule = capsule
+
+  def __dlpack_device__(self) -> tuple[int, int]:
+    return (1, 0)
+
+  def __dlpack__(self, **kwargs: Any) -> Any:
+    del kwargs
+    return self.capsule
+
+
+def _as_numpy(capsule: Any) -> np.ndarray[Any, Any]:
+  return np.from_dlpack(_Capsule(capsule))
+
+
+class ToDLPackTest(absltest.TestCase):
+
+  def test_copy_true_exports_an_independent_buffer(self) -> None:
+    x = jnp.arange(4.0)
+    exported = _as_numpy(dlpack.to_dlpack(x, copy=True))
+    # x is immutable, so its buffer's address stands in for a write.
+    self.assertNotEqual(exported.ctypes.data, x.unsafe_buffer_pointer())
+    np.testing.assert_array_equal(exported, np.arange(4.0))
+
+  def test_copy_none_exports_the_arrays_own_buffer(self) -> None:
+    x = jnp.arange(4.0)
+    exported = _as_numpy(dlpack.to_dlpack(x))
+    self.assertEqual(exported.ctypes.data, x.unsafe_buffer_pointer())
+
+  def test_cpu_dl_device_keeps_an_array_on_another_cpu_device(self) -> None:
+    x = jax.device_put(jnp.arange(4.0), jax.devices("cpu")[1])
+    exported = _as_numpy(dlpack.to_dlpack(x, dl_device=(1, 0), copy=False))
+    self.assertEqual(exported.ctypes.data, x.unsafe_buffer_pointer())
+
+  def test_dl_device_of_a_missing_platform_raises_buffer_error(self) -> None:
+    with self.assertRaisesRegex(BufferError, "no backend"):
+      dlpack.to_dlpack(jnp.arange(4.0), dl_device=(2, 0))
+
+  def test_unsupported_dl_device_type_raises_buffer_error(self) -> None:
+    with self.assertRaises(BufferError):
+      dlpack.to_dlpack(jnp.arange(4.0), dl_device=(4, 0))
+
+  def test_max_version_below_minimum_raises_buffer_error(self) -> None:
+    with self.assertRaises(BufferError):
+      dlpack.to_dlpack(jnp.arange(4.0), max_version=(0, 4))
+
+  def test_sharded_array_raises_buffer_error(self) -> None:
+    devices = jax.devices("cpu")[:2]
+    sharding = jax.sharding.NamedSharding(
+        jax.sharding.Mesh(np.array(devices), ("x",)),
+        jax.sharding.PartitionSpec("x"))
+    with self.assertRaisesRegex(BufferError, "single device"):
+      dlpack.to_dlpack(jax.device_put(jnp.arange(4.0), sharding))
+
+  def test_non_array_raises_type_error(self) -> None:
+    with self.assertRaises(TypeError):
+      dlpack.to_dlpack(np.arange(4.0))  # type: ignore[arg-type]
+
+  def test_bad_copy_raises_type_error_naming_to_dlpack(self) -> None:
+    with self.assertRaisesRegex(TypeError, "to_dlpack"):
+      dlpack.to_dlpack(jnp.arange(4.0), copy="yes")  # type: ignore[arg-type]
+
+  def test_round_trip_through_numpy_and_torch_keeps_values(self) -> None:
+    from torch.utils import dlpack as torch_dlpack  # pylint: disable=g-import-not-at-top
+    # Any: jax/_src/basearray.pyi declares __dlpack__ without keywords.
+    x: Any = jnp.arange(6.0, dtype=jnp.float32).reshape(2, 3)
+    with jax_patch.patched():
+      back = jax_patch.from_dlpack(torch_dlpack.from_dlpack(np.from_dlpack(x)))
+    np.testing.assert_array_equal(np.asarray(back), np.asarray(x))
+
+
+if __name__ == "__main__":
+  absltest.main()

@@ -116,7 +116,7 @@ class InspectTest(parameterized.TestCase):
 
   def test_consumed_capsule_raises_buffer_error(self) -> None:
     capsule = conformance.aligned_array((4,)).__dlpack__()
-    dlpack.from_dlpack(conformance.DLPackOnly(_Once(capsule)))
+    dlpack.from_dlpack(conformance.PreparedCapsule(capsule))
     with self.assertRaisesRegex(BufferError, "already consumed"):
       dlpack_capsule.inspect(capsule)
 
@@ -124,20 +124,6 @@ class InspectTest(parameterized.TestCase):
     capsule = _capsule_new(1, b"not_dltensor", None)
     with self.assertRaisesRegex(BufferError, "not_dltensor"):
       dlpack_capsule.inspect(capsule)
-
-
-class _Once:
-  """Hands out one prepared capsule."""
-
-  def __init__(self, capsule: Any):
-    self.capsule = capsule
-
-  def __dlpack_device__(self) -> tuple[int, int]:
-    return (1, 0)
-
-  def __dlpack__(self, **kwargs: Any) -> Any:
-    del kwargs
-    return self.capsule
 
 
 class DeleterTest(absltest.TestCase):

@@ -27,25 +27,12 @@ import jax.numpy as jnp
 import numpy as np
 
 import jax_patch
+from jax_patch._src import conformance
 from jax_patch._src import dlpack
 
 
-class _Capsule:
-  """Lets np.from_dlpack consume a capsule that to_dlpack returned."""
-
-  def __init__(self, capsule: Any):
-    self.capsule = capsule
-
-  def __dlpack_device__(self) -> tuple[int, int]:
-    return (1, 0)
-
-  def __dlpack__(self, **kwargs: Any) -> Any:
-    del kwargs
-    return self.capsule
-
-
 def _as_numpy(capsule: Any) -> np.ndarray[Any, Any]:
-  return np.from_dlpack(_Capsule(capsule))
+  return np.from_dlpack(conformance.PreparedCapsule(capsule))
 
 
 class ToDLPackTest(absltest.TestCase):

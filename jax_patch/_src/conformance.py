@@ -367,6 +367,28 @@ def device_places_result(from_dlpack: FromDLPack) -> str:
   return f"on {devices[1]}"
 
 
+@_case("device=<single-device Sharding> places the result on its device")
+def single_device_sharding_places_result(from_dlpack: FromDLPack) -> str:
+  devices = _require_devices(2)
+  sharding = jax.sharding.SingleDeviceSharding(devices[1])
+  result = from_dlpack(aligned_array((8,)), device=sharding)
+  assert result.devices() == {devices[1]}, f"on {result.devices()}"
+  return f"on {devices[1]}"
+
+
+@_case("copy=True with a sharding that includes the source device copies")
+def copy_true_replicated_is_independent(from_dlpack: FromDLPack) -> str:
+  devices = _require_devices(2)
+  sharding = NamedSharding(Mesh(np.array(devices[:2]), ("x",)),
+                           PartitionSpec())  # type: ignore[no-untyped-call]
+  source = aligned_array((8,))
+  result = from_dlpack(source, device=sharding, copy=True)
+  source[0] = _SENTINEL
+  seen = [np.asarray(shard.data)[0] for shard in result.addressable_shards]
+  assert _SENTINEL not in seen, f"a shard shares the source: {seen}"
+  return "no shard shares the source"
+
+
 @_case("device=<multi-device Sharding> shards the imported data")
 def multi_device_sharding_shards(from_dlpack: FromDLPack) -> str:
   devices = _require_devices(4)
@@ -395,6 +417,7 @@ def foreign_platform_imports_host_copy(from_dlpack: FromDLPack) -> str:
   result = from_dlpack(producer, device=cpu)
   assert producer.calls and producer.calls[-1]["dl_device"] == (1, 0), (
       producer.calls)
+  assert producer.calls[-1]["stream"] is None, producer.calls
   np.testing.assert_array_equal(np.asarray(result), np.arange(8))
   return "asked for dl_device=(kDLCPU, 0)"
 
@@ -405,6 +428,16 @@ def foreign_platform_without_device_raises(from_dlpack: FromDLPack) -> str:
   producer = ForeignDeviceProducer(aligned_array((8,)))
   return _expect_raises(lambda: from_dlpack(producer), BufferError,
                         mentions="device=")
+
+
+@_case("a pinned-host (kDLCUDAHost) source is asked with stream=None")
+def cuda_host_source_gets_no_stream(from_dlpack: FromDLPack) -> str:
+  producer = ForeignDeviceProducer(aligned_array((8,)), device_type=3)
+  result = from_dlpack(producer, device=jax.devices("cpu")[0])
+  assert all(call["stream"] is None for call in producer.calls), (
+      producer.calls)
+  np.testing.assert_array_equal(np.asarray(result), np.arange(8))
+  return "stream=None"
 
 
 @_case("an unsupported device type raises BufferError and TypeError")

@@ -1,0 +1,73 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""jax_patch/_src/dlpack.py is a drop-in for jax/_src/dlpack.py."""
+
+import ast
+import inspect
+import pathlib
+import sys
+
+from absl.testing import absltest
+from absl.testing import parameterized
+from jax._src import dlpack as upstream
+
+from jax_patch._src import dlpack
+
+_PUBLIC_NAMES = ("from_dlpack", "to_dlpack", "is_supported_dtype",
+                 "SUPPORTED_DTYPES", "SUPPORTED_DTYPES_SET", "DLPACK_VERSION",
+                 "MIN_DLPACK_VERSION", "DLDeviceType")
+
+
+class DropInTest(parameterized.TestCase):
+
+  @parameterized.parameters(*_PUBLIC_NAMES)
+  def test_defines_upstream_public_name(self, name: str) -> None:
+    self.assertTrue(hasattr(upstream, name), f"upstream lost {name}")
+    self.assertTrue(hasattr(dlpack, name), f"the patch lacks {name}")
+
+  def test_device_type_enum_is_upstreams(self) -> None:
+    self.assertIs(dlpack.DLDeviceType, getattr(upstream, "DLDeviceType"))
+
+  def test_supported_dtypes_match_upstream(self) -> None:
+    self.assertEqual(dlpack.SUPPORTED_DTYPES_SET, upstream.SUPPORTED_DTYPES_SET)
+
+  @parameterized.parameters("from_dlpack", "to_dlpack")
+  def test_accepts_every_upstream_parameter_in_order(self, name: str) -> None:
+    theirs = list(inspect.signature(getattr(upstream, name)).parameters.values())
+    ours = list(inspect.signature(getattr(dlpack, name)).parameters.values())
+    self.assertEqual([(p.name, p.kind) for p in ours[:len(theirs)]],
+                     [(p.name, p.kind) for p in theirs])
+    for extra in ours[len(theirs):]:
+      self.assertIsNot(extra.default, inspect.Parameter.empty)
+
+  def test_imports_only_jax_src_siblings_stdlib_and_numpy(self) -> None:
+    source = pathlib.Path(dlpack.__file__).read_text()
+    for node in ast.walk(ast.parse(source)):
+      if isinstance(node, ast.ImportFrom):
+        modules = [node.module or ""]
+      elif isinstance(node, ast.Import):
+        modules = [alias.name for alias in node.names]
+      else:
+        continue
+      for module in modules:
+        top = module.split(".")[0]
+        allowed = (module.startswith(("jax._src", "jax_patch._src"))
+                   or top in sys.stdlib_module_names or top == "numpy"
+                   or module == "__future__")
+        self.assertTrue(allowed, f"dlpack.py imports {module}")
+
+
+if __name__ == "__main__":
+  absltest.main()

@@ -115,7 +115,8 @@ class InspectTest(parameterized.TestCase):
       dlpack_capsule.inspect(object())
 
   def test_consumed_capsule_raises_buffer_error(self) -> None:
-    capsule = conformance.aligned_array((4,)).__dlpack__()
+    source: Any = conformance.aligned_array((4,))  # pytype's NumPy lacks DLPack.
+    capsule = source.__dlpack__()
     dlpack.from_dlpack(conformance.PreparedCapsule(capsule))
     with self.assertRaisesRegex(BufferError, "already consumed"):
       dlpack_capsule.inspect(capsule)

@@ -125,21 +125,26 @@ _raw_capsule_get_pointer = _capsule_api(
     "PyCapsule_GetPointer", ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)
 
 
-def _static_c_string(value: bytes) -> int:
-  """Returns the address of a NUL-terminated copy of ``value`` never freed.
+def _immortal(obj: Any) -> Any:
+  """Returns ``obj`` with a reference that is never dropped.
 
-  Capsules keep a pointer to their name rather than a copy, and a capsule may
-  outlive this module at interpreter exit.
+  jaxlib may free an imported buffer during interpreter shutdown, after this
+  module's globals are cleared; what its deleter needs must outlive them.
   """
-  buffer = ctypes.create_string_buffer(value)
-  _IMMORTAL.append(buffer)
-  return ctypes.addressof(buffer)
+  ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+  return obj
 
 
-_IMMORTAL: list[Any] = []
-_LEGACY_NAME_PTR = ctypes.c_char_p(_static_c_string(LEGACY_NAME))
-_USED_VERSIONED_NAME_PTR = ctypes.c_char_p(
-    _static_c_string(USED_VERSIONED_NAME))
+def _static_c_string(value: bytes) -> ctypes.c_char_p:
+  # Capsules keep a pointer to their name rather than a copy.
+  buffer = _immortal(ctypes.create_string_buffer(value))
+  return ctypes.c_char_p(ctypes.addressof(buffer))
+
+
+_LEGACY_NAME_PTR = _static_c_string(LEGACY_NAME)
+_VERSIONED_NAME_PTR = _static_c_string(VERSIONED_NAME)
+_USED_LEGACY_NAME_PTR = _static_c_string(USED_LEGACY_NAME)
+_USED_VERSIONED_NAME_PTR = _static_c_string(USED_VERSIONED_NAME)
 
 
 # DLPack (type code, bits) -> NumPy dtype. Only the dtypes that jaxlib and
@@ -303,62 +308,90 @@ def _refuse_versioned(capsule: Any,
     _Deleter(managed.deleter)(ctypes.addressof(managed))
 
 
-# Legacy tensors this module made, keyed by address, with what they keep
-# alive. A tensor leaves this table exactly once, when its deleter runs.
-_live_tensors: dict[int, tuple[Any, Callable[[], None]]] = {}
-_live_tensors_lock = threading.Lock()
+class _LiveTensors:
+  """Managed tensors this module made, with what each keeps alive.
+
+  A tensor leaves exactly once, when its deleter runs. The methods read no
+  module globals, so they still work during interpreter shutdown.
+  """
+
+  def __init__(self) -> None:
+    self._lock = threading.Lock()
+    self._entries: dict[int, tuple[Any, Callable[[], None]]] = {}
+
+  def add(self, address: int, keep_alive: Any,
+          on_release: Callable[[], None]) -> None:
+    with self._lock:
+      self._entries[address] = (keep_alive, on_release)
+
+  def release(self, address: int) -> None:
+    with self._lock:
+      entry = self._entries.pop(address, None)
+    if entry is not None:
+      entry[1]()
+
+  def __len__(self) -> int:
+    return len(self._entries)
 
 
-def _release(address: int) -> None:
-  with _live_tensors_lock:
-    entry = _live_tensors.pop(address, None)
-  if entry is not None:
-    entry[1]()
+def _make_deleter(live: _LiveTensors) -> Any:
+  def deleter(address: int | None) -> None:
+    # Runs on whichever thread frees the tensor; ctypes takes the GIL
+    # first. Nothing may escape into C.
+    try:
+      if address:
+        live.release(address)
+    except BaseException:  # pylint: disable=broad-except
+      pass
+  return _immortal(_Deleter(deleter))
 
 
-def _legacy_deleter(address: int | None) -> None:
-  # Runs on whichever thread jaxlib frees the buffer from; ctypes takes the
-  # GIL first. Nothing may escape into C.
-  try:
-    if address:
-      _release(address)
-  except BaseException:  # pylint: disable=broad-except
-    pass
+def _make_capsule_destructor(live: _LiveTensors, name: ctypes.c_char_p,
+                             is_valid: Any, get_pointer: Any) -> Any:
+  def destructor(capsule: int | None) -> None:
+    # A capsule of ours that dies still owns its tensor unless a consumer
+    # took it (and renamed the capsule).
+    try:
+      if capsule and is_valid(capsule, name):
+        live.release(get_pointer(capsule, name))
+    except BaseException:  # pylint: disable=broad-except
+      pass
+  return _immortal(_Deleter(destructor))
 
 
-def _capsule_destructor(capsule_address: int | None) -> None:
-  # Called when a converted capsule dies; it still owns the tensor unless
-  # jaxlib consumed (and renamed) it.
-  try:
-    if capsule_address and _raw_capsule_is_valid(
-        capsule_address, _LEGACY_NAME_PTR):
-      _release(_raw_capsule_get_pointer(capsule_address, _LEGACY_NAME_PTR))
-  except BaseException:  # pylint: disable=broad-except
-    pass
+def _address_of(function: Any) -> int:
+  address: int = ctypes.cast(function, ctypes.c_void_p).value or 0
+  return address
 
 
-_LEGACY_DELETER = _Deleter(_legacy_deleter)
-_CAPSULE_DESTRUCTOR = _Deleter(_capsule_destructor)
-# jaxlib may free a buffer after this module's globals are gone at exit: the
-# callbacks must outlive everything.
-_IMMORTAL.extend([_LEGACY_DELETER, _CAPSULE_DESTRUCTOR, _live_tensors])
-_LEGACY_DELETER_ADDRESS = ctypes.cast(_LEGACY_DELETER, ctypes.c_void_p).value
-_CAPSULE_DESTRUCTOR_ADDRESS = ctypes.cast(
-    _CAPSULE_DESTRUCTOR, ctypes.c_void_p).value
+live_tensors = _immortal(_LiveTensors())
+_DELETER_ADDRESS = _address_of(_make_deleter(live_tensors))
+_DESTRUCTOR_ADDRESS = {
+    name.value: _address_of(_make_capsule_destructor(
+        live_tensors, name, _raw_capsule_is_valid, _raw_capsule_get_pointer))
+    for name in (_LEGACY_NAME_PTR, _VERSIONED_NAME_PTR)}
 
 
-def _new_legacy_capsule(managed: _DLManagedTensor, keep_alive: Any,
-                        on_release: Callable[[], None]) -> Any:
+def _new_capsule(managed: _DLManagedTensor | _DLManagedTensorVersioned,
+                 name: ctypes.c_char_p, keep_alive: Any,
+                 on_release: Callable[[], None]) -> Any:
   address = ctypes.addressof(managed)
-  managed.deleter = _LEGACY_DELETER_ADDRESS
-  with _live_tensors_lock:
-    _live_tensors[address] = (keep_alive, on_release)
+  managed.deleter = _DELETER_ADDRESS
+  live_tensors.add(address, keep_alive, on_release)
   try:
-    return _capsule_new(address, _LEGACY_NAME_PTR,
-                        _CAPSULE_DESTRUCTOR_ADDRESS)
+    return _capsule_new(address, name, _DESTRUCTOR_ADDRESS[name.value])
   except BaseException:
-    _release(address)
+    live_tensors.release(address)
     raise
+
+
+def _producer_release(deleter: int | None,
+                      address: int) -> Callable[[], None]:
+  """Returns a call of the producer's ``deleter`` on its tensor."""
+  if not deleter:
+    return lambda: None
+  call = _Deleter(deleter)
+  return lambda: call(address)
 
 
 def as_legacy_capsule(capsule: Any) -> Any:
@@ -377,14 +410,37 @@ def as_legacy_capsule(capsule: Any) -> Any:
   legacy = _DLManagedTensor()
   ctypes.pointer(legacy.dl_tensor)[0] = source.dl_tensor
   legacy.manager_ctx = address
-  producer_deleter = source.deleter
-
-  def release_producer() -> None:
-    if producer_deleter:
-      _Deleter(producer_deleter)(address)
-
-  converted = _new_legacy_capsule(legacy, legacy, release_producer)
+  converted = _new_capsule(legacy, _LEGACY_NAME_PTR, legacy,
+                           _producer_release(source.deleter, address))
   _capsule_set_name(capsule, _USED_VERSIONED_NAME_PTR)
+  return converted
+
+
+def as_versioned_capsule(capsule: Any, version: tuple[int, int],
+                         flags: int) -> Any:
+  """Returns a 1.x capsule for the tensor of a 0.x one, taking it over.
+
+  ``capsule`` is renamed ``"used_dltensor"``; its deleter runs exactly once,
+  when the new capsule's consumer releases the tensor, or when the new
+  capsule dies unconsumed.
+
+  Args:
+    capsule: a 0.x capsule, such as jaxlib exports.
+    version: the ``(1, minor)`` to stamp on the new capsule.
+    flags: the 1.x flags (``FLAG_READ_ONLY``, ``FLAG_IS_COPIED``).
+  """
+  versioned, address = _managed_tensor_address(capsule)
+  if versioned:
+    raise ValueError("as_versioned_capsule takes a 0.x capsule.")
+  source = _DLManagedTensor.from_address(address)
+  managed = _DLManagedTensorVersioned()
+  managed.version.major, managed.version.minor = version
+  managed.flags = flags
+  ctypes.pointer(managed.dl_tensor)[0] = source.dl_tensor
+  managed.manager_ctx = address
+  converted = _new_capsule(managed, _VERSIONED_NAME_PTR, managed,
+                           _producer_release(source.deleter, address))
+  _capsule_set_name(capsule, _USED_LEGACY_NAME_PTR)
   return converted
 
 
@@ -413,8 +469,8 @@ def capsule_for_host_array(array: np.ndarray[Any, Any]) -> Any:
   tensor.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
   tensor.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
   tensor.byte_offset = 0
-  return _new_legacy_capsule(
-      managed, (managed, shape, strides, array), lambda: None)
+  return _new_capsule(managed, _LEGACY_NAME_PTR,
+                      (managed, shape, strides, array), lambda: None)
 
 
 def host_view(info: TensorInfo) -> np.ndarray[Any, Any]:

@@ -149,6 +149,14 @@ class DeleterTest(absltest.TestCase):
     source[0] = 7
     self.assertEqual(np.asarray(result)[0], 0)
 
+  def test_is_copied_capsule_with_copy_true_is_not_copied_again(
+      self) -> None:
+    source = conformance.aligned_array((16,))
+    producer = CountingProducer(source, flags=dlpack_capsule.FLAG_IS_COPIED)
+    result = dlpack.from_dlpack(producer, copy=True)
+    source[0] = 7  # The producer's copy is the JAX array's buffer now.
+    self.assertEqual(np.asarray(result)[0], 7)
+
   def test_newer_major_version_is_refused_after_calling_its_deleter(
       self) -> None:
     producer = CountingProducer(conformance.aligned_array((4,)), major=2)

@@ -29,6 +29,8 @@ import numpy as np
 import jax_patch
 from jax_patch._src import conformance
 from jax_patch._src import dlpack
+from jax_patch._src import dlpack_capsule
+from jax_patch._src import dlpack_device
 
 
 def _as_numpy(capsule: Any) -> np.ndarray[Any, Any]:
@@ -71,7 +73,7 @@ class ToDLPackTest(absltest.TestCase):
     sharding = jax.sharding.NamedSharding(
         jax.sharding.Mesh(np.array(devices), ("x",)),
         jax.sharding.PartitionSpec("x"))
-    with self.assertRaisesRegex(BufferError, "single device"):
+    with self.assertRaisesRegex(BufferError, "single-device"):
       dlpack.to_dlpack(jax.device_put(jnp.arange(4.0), sharding))
 
   def test_non_array_raises_type_error(self) -> None:
@@ -89,6 +91,91 @@ class ToDLPackTest(absltest.TestCase):
     with jax_patch.patched():
       back = jax_patch.from_dlpack(torch_dlpack.from_dlpack(np.from_dlpack(x)))
     np.testing.assert_array_equal(np.asarray(back), np.asarray(x))
+
+
+class VersionedExportTest(absltest.TestCase):
+
+  def test_max_version_1_0_exports_a_read_only_versioned_capsule(self) -> None:
+    x = jnp.arange(4.0)
+    info = dlpack_capsule.inspect(dlpack.to_dlpack(x, max_version=(1, 0)))
+    self.assertTrue(info.versioned)
+    self.assertEqual(info.version, (1, 0))
+    self.assertTrue(info.read_only)
+    self.assertFalse(info.is_copied)
+    self.assertEqual(info.address, x.unsafe_buffer_pointer())
+
+  def test_newer_max_version_gets_the_newest_known_minor(self) -> None:
+    info = dlpack_capsule.inspect(
+        dlpack.to_dlpack(jnp.arange(4.0), max_version=(1, 7)))
+    self.assertEqual(info.version, dlpack_capsule.MAX_VERSION)
+
+  def test_no_max_version_exports_a_legacy_capsule(self) -> None:
+    for max_version in (None, (0, 8)):
+      info = dlpack_capsule.inspect(
+          dlpack.to_dlpack(jnp.arange(4.0), max_version=max_version))
+      self.assertFalse(info.versioned)
+
+  def test_copy_true_sets_is_copied_and_hands_over_a_writable_copy(
+      self) -> None:
+    x = jnp.arange(4.0)
+    capsule = dlpack.to_dlpack(x, max_version=(1, 0), copy=True)
+    info = dlpack_capsule.inspect(capsule)
+    self.assertTrue(info.is_copied)
+    self.assertFalse(info.read_only)
+    exported = _as_numpy(capsule)
+    exported[0] = 99.0
+    self.assertEqual(float(x[0]), 0.0)
+
+  def test_numpy_honours_read_only(self) -> None:
+    exported = _as_numpy(dlpack.to_dlpack(jnp.arange(4.0), max_version=(1, 0)))
+    with self.assertRaises(ValueError):
+      exported[0] = 1.0
+
+  def test_consumer_releasing_the_capsule_releases_the_buffer(self) -> None:
+    before = len(dlpack_capsule.live_tensors)
+    exported = _as_numpy(dlpack.to_dlpack(jnp.arange(4.0), max_version=(1, 0)))
+    self.assertEqual(len(dlpack_capsule.live_tensors), before + 1)
+    del exported
+    self.assertEqual(len(dlpack_capsule.live_tensors), before)
+
+  def test_unconsumed_capsule_releases_the_buffer(self) -> None:
+    before = len(dlpack_capsule.live_tensors)
+    capsule = dlpack.to_dlpack(jnp.arange(4.0), max_version=(1, 0))
+    self.assertEqual(len(dlpack_capsule.live_tensors), before + 1)
+    del capsule
+    self.assertEqual(len(dlpack_capsule.live_tensors), before)
+
+  def test_stream_other_than_none_on_cpu_raises_buffer_error(self) -> None:
+    with self.assertRaisesRegex(BufferError, "stream"):
+      dlpack.to_dlpack(jnp.arange(4.0), stream=1)
+
+  def test_stream_minus_one_on_cpu_is_accepted(self) -> None:
+    dlpack.to_dlpack(jnp.arange(4.0), stream=-1)
+
+
+class DLPackDeviceTest(absltest.TestCase):
+
+  def test_reports_the_cpu_device_it_is_on(self) -> None:
+    device = jax.devices("cpu")[1]
+    x = jax.device_put(jnp.arange(4.0), device)
+    self.assertEqual(dlpack_device.dlpack_device_of_array(x),
+                     (dlpack.DLDeviceType.kDLCPU, device.local_hardware_id))
+
+  def test_jax_to_jax_round_trip_through_dlpack_keeps_the_device(
+      self) -> None:
+    device = jax.devices("cpu")[2]
+    x = jax.device_put(jnp.arange(4.0), device)
+    with jax_patch.patched():
+      back = jax_patch.from_dlpack(conformance.DLPackOnly(x))
+    self.assertEqual(back.devices(), {device})
+
+  def test_sharded_array_raises_buffer_error(self) -> None:
+    sharding = jax.sharding.NamedSharding(
+        jax.sharding.Mesh(np.array(jax.devices("cpu")[:2]), ("x",)),
+        jax.sharding.PartitionSpec("x"))
+    with self.assertRaises(BufferError):
+      dlpack_device.dlpack_device_of_array(
+          jax.device_put(jnp.arange(4.0), sharding))
 
 
 if __name__ == "__main__":

@@ -22,17 +22,20 @@ import jax
 import jax.dlpack
 import jax.numpy as jnp
 import numpy as np
+from jax._src import array
 from jax._src import dlpack as jax_src_dlpack
 
 import jax_patch
 from jax_patch._src import conformance
 from jax_patch._src import dlpack
+from jax_patch._src import dlpack_device
 from jax_patch._src import install
 
 
 def _entry_points() -> list[Any]:
   return [jax.dlpack.from_dlpack, jnp.from_dlpack,
-          jax_src_dlpack.from_dlpack, jax_src_dlpack.to_dlpack]
+          jax_src_dlpack.from_dlpack, jax_src_dlpack.to_dlpack,
+          array.ArrayImpl.__dlpack_device__]
 
 
 class _RefusingModule(types.ModuleType):
@@ -58,6 +61,8 @@ class InstallTest(absltest.TestCase):
     self.assertIs(jax.dlpack.from_dlpack, dlpack.from_dlpack)
     self.assertIs(jax_src_dlpack.from_dlpack, dlpack.from_dlpack)
     self.assertIs(jax_src_dlpack.to_dlpack, dlpack.to_dlpack)
+    self.assertIs(array.ArrayImpl.__dlpack_device__,
+                  dlpack_device.dlpack_device_of_array)
 
   def test_installed_jnp_from_dlpack_has_patched_behaviour(self) -> None:
     jax_patch.install()
@@ -69,6 +74,16 @@ class InstallTest(absltest.TestCase):
     with self.assertRaisesRegex(BufferError, "no backend"):
       # jax/_src/basearray.pyi declares __dlpack__ without keywords.
       jnp.arange(4.0).__dlpack__(dl_device=(2, 0))  # type: ignore[call-arg]
+
+  def test_installed_numpy_import_of_a_jax_array_is_read_only(self) -> None:
+    jax_patch.install()
+    # Any: jax/_src/basearray.pyi declares __dlpack__ without keywords.
+    x: Any = jnp.arange(4.0)
+    imported = np.from_dlpack(x)
+    self.assertEqual(imported.ctypes.data, x.unsafe_buffer_pointer())
+    self.assertFalse(imported.flags.writeable)
+    with self.assertRaises(ValueError):
+      imported[0] = 1.0
 
   def test_install_twice_then_uninstall_restores_originals(self) -> None:
     jax_patch.install()

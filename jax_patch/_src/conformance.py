@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
+import tempfile
 import unittest
 from collections.abc import Callable
 from typing import Any
@@ -352,6 +354,65 @@ def read_only_imports_without_copy(from_dlpack: FromDLPack) -> str:
   read_only.flags.writeable = False
   result = from_dlpack(read_only, copy=False)
   assert _shares(result, read_only, writable), "the import copied"
+  return "shares"
+
+
+@_case("a read-only memory-mapped .npy file imports with copy=False")
+def memory_mapped_file_imports_without_copy(from_dlpack: FromDLPack) -> str:
+  with tempfile.TemporaryDirectory() as folder:
+    path = os.path.join(folder, "weights.npy")
+    writer = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32,
+                                       shape=(1024, 1024))
+    writer[0, 0] = 7.0
+    del writer
+    weights = np.load(path, mmap_mode="r")
+    result = from_dlpack(weights, copy=False)
+    assert result.unsafe_buffer_pointer() == weights.ctypes.data, "copied"
+    assert float(np.asarray(result)[0, 0]) == 7.0
+    del result, weights
+  return "same address"
+
+
+@_case("donating an imported read-only array never writes into the source")
+def donation_leaves_read_only_source_unchanged(
+    from_dlpack: FromDLPack) -> str:
+  with tempfile.TemporaryDirectory() as folder:
+    path = os.path.join(folder, "weights.npy")
+    np.save(path, np.arange(4096, dtype=np.float32))
+    with open(path, "rb") as f:
+      before = f.read()
+    weights = np.load(path, mmap_mode="r")
+    imported = from_dlpack(weights, copy=False)
+    doubled = jax.jit(lambda x: x * 2, donate_argnums=0)(imported)
+    np.testing.assert_array_equal(np.asarray(doubled),
+                                  2 * np.arange(4096, dtype=np.float32))
+    del imported, doubled, weights
+    with open(path, "rb") as f:
+      assert f.read() == before, "the file changed"
+  return "file unchanged"
+
+
+@_case("a producer that ignores max_version (returns 0.x) imports")
+def producer_ignoring_max_version_imports(from_dlpack: FromDLPack) -> str:
+  class LegacyOnlyProducer(RecordingProducer):
+    def __dlpack__(self, **kwargs: Any) -> Any:
+      self.calls.append(kwargs)
+      return self.array.__dlpack__(stream=kwargs.get("stream"))
+  source = aligned_array((8,))
+  assert _shares(from_dlpack(LegacyOnlyProducer(source)), source), "copied"
+  return "shares"
+
+
+@_case("a producer that exports only versioned (1.x) capsules imports")
+def versioned_only_producer_imports(from_dlpack: FromDLPack) -> str:
+  class VersionedOnlyProducer(RecordingProducer):
+    def __dlpack__(self, **kwargs: Any) -> Any:
+      if kwargs.get("max_version") is None:
+        raise BufferError("this producer exports DLPack 1.x only")
+      return self.array.__dlpack__(**kwargs)
+  source = aligned_array((8,))
+  assert _shares(from_dlpack(VersionedOnlyProducer(source)), source), (
+      "copied")
   return "shares"
 
 

@@ -51,8 +51,8 @@ __all__ = [
     "from_dlpack", "is_supported_dtype", "to_dlpack",
 ]
 
-# The DLPack version of the capsules to_dlpack exports.
-DLPACK_VERSION = (0, 8)
+# The newest DLPack version to_dlpack exports; from_dlpack reads up to it.
+DLPACK_VERSION = dlpack_capsule.MAX_VERSION
 MIN_DLPACK_VERSION = (0, 5)
 
 # Look this set up with a scalar type, not a dtype instance: their hashes
@@ -422,7 +422,9 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
 
   Args:
     x: a single-device :class:`~jax.Array`.
-    stream: the platform stream the consumer will use, as in ``__dlpack__``.
+    stream: the consumer's stream, as the DLPack Python spec defines it:
+      ``None`` (or ``-1``, no synchronisation) for host memory; on CUDA and
+      ROCm ``None``, ``1``, ``2`` or a stream pointer, never ``0``.
     src_device: ``x``'s device, if the caller knows it.
     dl_device: ``(device_type, device_id)`` the consumer wants the data on.
       Any CPU device satisfies a request for ``kDLCPU``.
@@ -431,13 +433,17 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
       when a copy is needed; ``None`` copies only to change device.
 
   Returns:
-    A DLPack 0.x capsule. Unless copied, it aliases ``x``'s buffer, which
-    the consumer must not write to: JAX arrays are immutable.
+    A DLPack 1.x capsule when ``max_version`` is at least ``(1, 0)``, a 0.x
+    capsule otherwise. Unless a copy was made, it aliases ``x``'s buffer: a
+    1.x capsule then has READ_ONLY set, since JAX arrays are immutable (a
+    0.x capsule cannot say so, and its consumer must not write either). A
+    copy belongs to the consumer: its 1.x capsule has IS_COPIED set instead.
 
   Raises:
     TypeError: ``x`` is not a ``jax.Array`` or ``copy`` is not a bool.
     BufferError: ``x`` spans several devices, ``dl_device`` names a device
-      JAX does not have, or ``max_version`` is older than DLPack 0.5.
+      JAX does not have, ``stream`` is invalid for ``x``'s device, or
+      ``max_version`` is older than DLPack 0.5.
     CopyRequiredError: ``copy=False`` but ``dl_device`` needs a transfer.
   """
   if not isinstance(x, array.ArrayImpl):
@@ -448,26 +454,25 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
         f"JAX does not support any version below {MIN_DLPACK_VERSION} but "
         f"version ({max_version}) was requested.")
   if src_device is None:
-    src_device = _single_device(x)
-  exported = _export_placement(x, src_device, dl_device, copy)
-  return dlpack_compat.export_legacy_capsule(exported.addressable_data(0),
-                                             stream)
-
-
-def _single_device(x: Any) -> Any:
-  devices = x.sharding.device_set
-  if len(devices) != 1:
-    raise BufferError(
-        "to_dlpack can only export an array on a single device, but this one "
-        f"is sharded over {len(devices)} devices.")
-  device, = devices
-  return device
+    src_device = dlpack_device.single_device(x, "to_dlpack")
+  exported, copied = _export_placement(x, src_device, dl_device, copy)
+  _check_export_stream(stream, exported)
+  # -1 asks for no synchronisation, which is what jaxlib does without one.
+  capsule = dlpack_compat.export_legacy_capsule(
+      exported.addressable_data(0), None if stream == -1 else stream)
+  if max_version is None or tuple(max_version) < (1, 0):
+    return capsule
+  flags = (dlpack_capsule.FLAG_IS_COPIED if copied
+           else dlpack_capsule.FLAG_READ_ONLY)
+  version = min(tuple(max_version), dlpack_capsule.MAX_VERSION)
+  return dlpack_capsule.as_versioned_capsule(
+      capsule, (version[0], version[1]), flags)
 
 
 def _export_placement(x: Any, src_device: Any,
                       dl_device: tuple[Any, int] | None,
-                      copy: bool | None) -> Any:
-  """Returns ``x``, a copy, or ``x`` moved to ``dl_device``."""
+                      copy: bool | None) -> tuple[Any, bool]:
+  """Returns ``x``, a copy, or ``x`` moved to ``dl_device``, and if copied."""
   target = None
   if dl_device is not None:
     requested = (int(dl_device[0]), int(dl_device[1]))
@@ -480,9 +485,24 @@ def _export_placement(x: Any, src_device: Any,
             f"to_dlpack: dl_device={dl_device} names a platform this JAX has "
             "no backend for.")
   if target is None or target == src_device:
-    return _array_copy(x) if copy else x
+    return (_array_copy(x), True) if copy else (x, False)
   if copy is False:
     raise CopyRequiredError(
         f"to_dlpack: dl_device={dl_device} needs a copy from {src_device}, "
         "but copy=False was passed. Pass copy=None or copy=True.")
-  return dlpack_device.place(x, target)
+  return dlpack_device.place(x, target), True
+
+
+def _check_export_stream(stream: Any, exported: Any) -> None:
+  """Raises ``BufferError`` for a stream the spec rules out on this device."""
+  device, = exported.sharding.device_set
+  if device.platform == "cpu":
+    if stream is not None and stream != -1:
+      raise BufferError(
+          f"to_dlpack: stream={stream!r} is invalid for an array in host "
+          "memory, which has no streams; pass stream=None.")
+  elif stream == 0:
+    raise BufferError(
+        "to_dlpack: stream=0 is ambiguous and disallowed by the DLPack spec; "
+        "pass None or 1 (legacy default stream), 2 (per-thread default "
+        "stream) or a stream pointer.")

@@ -406,14 +406,9 @@ def as_legacy_capsule(capsule: Any) -> Any:
   versioned, address = _managed_tensor_address(capsule)
   if not versioned:
     return capsule
-  source = _DLManagedTensorVersioned.from_address(address)
-  legacy = _DLManagedTensor()
-  ctypes.pointer(legacy.dl_tensor)[0] = source.dl_tensor
-  legacy.manager_ctx = address
-  converted = _new_capsule(legacy, _LEGACY_NAME_PTR, legacy,
-                           _producer_release(source.deleter, address))
-  _capsule_set_name(capsule, _USED_VERSIONED_NAME_PTR)
-  return converted
+  return _take_over(capsule, _DLManagedTensorVersioned.from_address(address),
+                    _DLManagedTensor(), _LEGACY_NAME_PTR,
+                    _USED_VERSIONED_NAME_PTR)
 
 
 def as_versioned_capsule(capsule: Any, version: tuple[int, int],
@@ -432,15 +427,28 @@ def as_versioned_capsule(capsule: Any, version: tuple[int, int],
   versioned, address = _managed_tensor_address(capsule)
   if versioned:
     raise ValueError("as_versioned_capsule takes a 0.x capsule.")
-  source = _DLManagedTensor.from_address(address)
   managed = _DLManagedTensorVersioned()
   managed.version.major, managed.version.minor = version
   managed.flags = flags
+  return _take_over(capsule, _DLManagedTensor.from_address(address), managed,
+                    _VERSIONED_NAME_PTR, _USED_LEGACY_NAME_PTR)
+
+
+def _take_over(capsule: Any,
+               source: _DLManagedTensor | _DLManagedTensorVersioned,
+               managed: _DLManagedTensor | _DLManagedTensorVersioned,
+               name: ctypes.c_char_p, used_name: ctypes.c_char_p) -> Any:
+  """Moves ``capsule``'s tensor into ``managed``, under a new capsule.
+
+  The new capsule's deleter calls ``source``'s; ``capsule`` is renamed
+  ``used_name`` so that its own destructor no longer frees the tensor.
+  """
   ctypes.pointer(managed.dl_tensor)[0] = source.dl_tensor
+  address = ctypes.addressof(source)
   managed.manager_ctx = address
-  converted = _new_capsule(managed, _VERSIONED_NAME_PTR, managed,
+  converted = _new_capsule(managed, name, managed,
                            _producer_release(source.deleter, address))
-  _capsule_set_name(capsule, _USED_LEGACY_NAME_PTR)
+  _capsule_set_name(capsule, used_name)
   return converted
 
 

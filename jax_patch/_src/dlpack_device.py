@@ -150,3 +150,47 @@ def holds(array: Any, target: Target) -> bool:
   if isinstance(target, Sharding):
     return bool(array.sharding.is_equivalent_to(target, array.ndim))
   return set(array.sharding.device_set) == {target}
+
+
+def single_device(x: Any, caller: str) -> Device:
+  """Returns the one device holding ``x``.
+
+  Raises:
+    BufferError: ``x`` is sharded over several devices; DLPack describes
+      one buffer.
+  """
+  devices = x.sharding.device_set
+  if len(devices) != 1:
+    raise BufferError(
+        f"{caller} supports only single-device arrays, but this one is "
+        f"sharded over {len(devices)} devices.")
+  device, = devices
+  return device
+
+
+def dlpack_device_of_array(x: Any) -> tuple[DLDeviceType, int]:
+  """``jax.Array.__dlpack_device__``: the DLPack device of ``x``'s buffer.
+
+  Unlike upstream, a CPU array reports its own device's hardware id, so a
+  JAX-to-JAX round trip through DLPack keeps the device.
+
+  Raises:
+    BufferError: ``x`` spans several devices, or lives on a platform DLPack
+      has no device type for.
+  """
+  device = single_device(x, "__dlpack_device__")
+  hardware_id = device.local_hardware_id
+  if device.platform == "cpu":
+    return DLDeviceType.kDLCPU, hardware_id or 0
+  if device.platform != "gpu" or hardware_id is None:
+    raise BufferError(
+        f"__dlpack_device__: DLPack has no device type for {device}.")
+  platform_version = device.client.platform_version
+  if "rocm" in platform_version:
+    return DLDeviceType.kDLROCM, hardware_id
+  if "cuda" not in platform_version:
+    raise BufferError(
+        f"__dlpack_device__: unknown GPU platform {platform_version!r}.")
+  if x.sharding.memory_kind == "pinned_host":
+    return DLDeviceType.kDLCUDAHost, hardware_id
+  return DLDeviceType.kDLCUDA, hardware_id

@@ -15,8 +15,9 @@
 """Routes the running JAX's DLPack entry points through this patch.
 
 ``install`` replaces, as one step, ``jax.dlpack.from_dlpack``,
-``jax.numpy.from_dlpack`` and the ``jax._src.dlpack`` functions that
-``jax.Array.__dlpack__`` imports when called. ``uninstall`` puts back exactly
+``jax.numpy.from_dlpack``, the ``jax._src.dlpack`` functions that
+``jax.Array.__dlpack__`` imports when called, and
+``jax.Array.__dlpack_device__``. ``uninstall`` puts back exactly
 the objects it replaced.
 """
 
@@ -25,10 +26,10 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from types import ModuleType
 from typing import Any
 
-_Patch = tuple[ModuleType, str, Any]
+# (module or class, attribute name, value)
+_Patch = tuple[Any, str, Any]
 
 _lock = threading.RLock()
 # What install() replaced, as (module, name, original); None when not
@@ -41,8 +42,10 @@ def _patches() -> list[_Patch]:
   # Imported here: jax.numpy must be importable before install() is called.
   import jax.dlpack
   import jax.numpy
+  from jax._src import array
   from jax._src import dlpack as jax_src_dlpack
   from jax_patch._src import dlpack
+  from jax_patch._src import dlpack_device
   from jax_patch._src.numpy import lax_numpy
   return [
       (jax.dlpack, "from_dlpack", dlpack.from_dlpack),
@@ -50,6 +53,8 @@ def _patches() -> list[_Patch]:
       (jax_src_dlpack, "from_dlpack", dlpack.from_dlpack),
       # jax.Array.__dlpack__ imports this name at every call.
       (jax_src_dlpack, "to_dlpack", dlpack.to_dlpack),
+      (array.ArrayImpl, "__dlpack_device__",
+       dlpack_device.dlpack_device_of_array),
   ]
 
 

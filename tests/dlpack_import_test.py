@@ -1,0 +1,115 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Import tests beyond the conformance cases: memory, object counts, peers."""
+
+import gc
+import os
+import resource
+import tempfile
+from typing import Any
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+
+from jax_patch._src import conformance
+from jax_patch._src import dlpack
+from jax_patch._src import dlpack_capsule
+
+_PAGE = resource.getpagesize()
+
+
+def _resident_bytes() -> int:
+  with open("/proc/self/statm") as statm:
+    return int(statm.read().split()[1]) * _PAGE
+
+
+class _CapsuleNameRecorder:
+  """Wraps a real producer and records the name of each capsule it returns."""
+
+  def __init__(self, array: Any):
+    self.array = array
+    self.names: list[bytes | None] = []
+
+  def __dlpack_device__(self) -> Any:
+    return self.array.__dlpack_device__()
+
+  def __dlpack__(self, **kwargs: Any) -> Any:
+    capsule = self.array.__dlpack__(**kwargs)
+    self.names.append(dlpack_capsule.capsule_name(capsule))
+    return capsule
+
+
+class MemoryMappedImportTest(absltest.TestCase):
+
+  def test_one_gigabyte_file_imports_without_reading_it(self) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+      path = os.path.join(folder, "checkpoint.npy")
+      # open_memmap leaves the file sparse: nothing is written but a header.
+      writer = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32,
+                                         shape=(256, 1024, 1024))
+      del writer
+      weights = np.load(path, mmap_mode="r")
+      before = _resident_bytes()
+      result = dlpack.from_dlpack(weights, copy=False)
+      growth = _resident_bytes() - before
+      self.assertEqual(result.unsafe_buffer_pointer(), weights.ctypes.data)
+      self.assertLess(growth, 4 * 1024 * 1024)  # a few pages, not 1 GiB
+      del result, weights
+
+
+class LiveObjectTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("zero_copy_legacy", lambda: conformance.aligned_array((64,))),
+      ("zero_copy_versioned_read_only",
+       lambda: np.broadcast_to(conformance.aligned_array((64,)), (64,))),
+      ("copy_strided", lambda: conformance.aligned_array((64,))[::2]),
+  )
+  def test_ten_thousand_imports_leave_no_objects_behind(self,
+                                                        make: Any) -> None:
+    source = make()
+    for _ in range(100):  # Warm caches before counting.
+      dlpack.from_dlpack(source)
+    gc.collect()
+    objects_before = len(gc.get_objects())
+    live_before = len(dlpack_capsule.live_tensors)
+    for _ in range(10_000):
+      dlpack.from_dlpack(source)
+    gc.collect()
+    self.assertEqual(len(dlpack_capsule.live_tensors), live_before)
+    self.assertLess(len(gc.get_objects()) - objects_before, 100)
+
+
+class PeerProducerTest(absltest.TestCase):
+
+  def test_torch_is_asked_for_and_returns_a_versioned_capsule(self) -> None:
+    import torch  # pylint: disable=g-import-not-at-top
+    producer = _CapsuleNameRecorder(torch.arange(64, dtype=torch.float32))
+    result = dlpack.from_dlpack(producer, copy=False)
+    self.assertEqual(producer.names, [dlpack_capsule.VERSIONED_NAME])
+    producer.array[0] = 5
+    self.assertEqual(float(np.asarray(result)[0]), 5.0)
+
+  def test_numpy_read_only_array_comes_as_a_versioned_capsule(self) -> None:
+    source = conformance.aligned_array((8,))
+    source.flags.writeable = False
+    producer = _CapsuleNameRecorder(source)
+    dlpack.from_dlpack(producer, copy=False)
+    self.assertEqual(producer.names, [dlpack_capsule.VERSIONED_NAME])
+
+
+if __name__ == "__main__":
+  absltest.main()

@@ -403,6 +403,31 @@ def producer_ignoring_max_version_imports(from_dlpack: FromDLPack) -> str:
   return "shares"
 
 
+@_case("a producer that knows max_version but not copy imports, copy=False")
+def producer_without_copy_keyword_imports(from_dlpack: FromDLPack) -> str:
+  class NoCopyKeywordProducer:
+    def __init__(self, array: np.ndarray[Any, Any]):
+      self.array: Any = array
+      self.calls: list[dict[str, Any]] = []
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+      return (1, 0)
+
+    def __dlpack__(self, *, stream: Any = None,
+                   max_version: Any = None) -> Any:
+      self.calls.append(dict(stream=stream, max_version=max_version))
+      return self.array.__dlpack__(stream=stream, max_version=max_version)
+
+  writable = aligned_array((8,))
+  read_only = writable.view()
+  read_only.flags.writeable = False  # Importable only as DLPack 1.x.
+  producer = NoCopyKeywordProducer(read_only)
+  result = from_dlpack(producer, copy=False)
+  assert _shares(result, read_only, writable), "copied"
+  assert producer.calls[-1]["max_version"] is not None, producer.calls
+  return "shares, asked again without copy"
+
+
 @_case("a producer that exports only versioned (1.x) capsules imports")
 def versioned_only_producer_imports(from_dlpack: FromDLPack) -> str:
   class VersionedOnlyProducer(RecordingProducer):

@@ -239,25 +239,32 @@ def _request_capsule(external_array: Any, stream: int | None,
                      dl_device: tuple[int, int] | None = None) -> Any:
   """Calls ``__dlpack__`` with only the keywords this import needs.
 
-  A producer older than the 2023.12 standard raises ``TypeError`` on
-  ``max_version``, ``dl_device`` and ``copy``; it is asked again with
-  ``stream`` alone. ``copy=False`` is still enforced by the import, which
-  checks what it gets; a ``dl_device`` request cannot be dropped.
+  A producer that does not know a keyword raises ``TypeError``; it is asked
+  again with fewer: first without ``dl_device`` and ``copy``, then with
+  ``stream`` alone. Dropping ``copy=False`` is safe, since the import checks
+  what it gets and never copies under it; a ``dl_device`` request cannot be
+  dropped, and raises ``BufferError`` instead.
   """
-  kwargs: dict[str, Any] = {"stream": stream,
-                            "max_version": dlpack_capsule.MAX_VERSION}
+  attempts: list[dict[str, Any]] = [
+      {"stream": stream, "max_version": dlpack_capsule.MAX_VERSION}]
+  extra: dict[str, Any] = {}
   if dl_device is not None:
-    kwargs["dl_device"] = dl_device
+    extra["dl_device"] = dl_device
   if copy is False or (dl_device is not None and copy is not None):
-    kwargs["copy"] = copy
-  try:
-    return external_array.__dlpack__(**kwargs)
-  except TypeError as err:
-    if dl_device is not None:
-      raise BufferError(
-          "from_dlpack: the producer's __dlpack__ does not accept dl_device, "
-          "so it cannot be asked for a copy in host memory.") from err
-    return external_array.__dlpack__(stream=stream)
+    extra["copy"] = copy
+  if extra:
+    attempts.insert(0, {**attempts[0], **extra})
+  attempts.append({"stream": stream})
+  for kwargs in attempts[:-1]:
+    try:
+      return external_array.__dlpack__(**kwargs)
+    except TypeError as err:
+      if dl_device is not None:
+        raise BufferError(
+            "from_dlpack: the producer's __dlpack__ does not accept "
+            "dl_device, so it cannot be asked for a copy in host memory."
+        ) from err
+  return external_array.__dlpack__(**attempts[-1])
 
 
 def _import(capsule: Any, source: Any, dl_device_type: int,

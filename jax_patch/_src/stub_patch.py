@@ -1,0 +1,150 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Applies the corrections in ``stubs/jax`` to JAX's own ``.pyi`` files.
+
+Each file under ``stubs/jax`` holds only the declarations jax-patch sets.
+A declaration replaces the one of the same name (and class) in JAX's file,
+overloads included; one JAX lacks goes in after the declaration that comes
+before it in our file. Every other line of JAX's file is left alone, so the
+edit is as small as the change.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import pathlib
+import shutil
+
+# The JAX stub files jax-patch corrects, relative to the folder holding jax/.
+STUB_FILES = ("jax/numpy/__init__.pyi", "jax/_src/basearray.pyi")
+
+STUBS_ROOT = pathlib.Path(__file__).resolve().parents[2] / "stubs"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Declaration:
+  key: tuple[str | None, str]  # (class name or None, function name)
+  start: int  # 0-based first line, decorators and leading comments included
+  end: int  # 0-based line after the last
+  comment_start: int  # 0-based first line of the comment block above it
+
+
+def _declarations(source: str) -> list[_Declaration]:
+  lines = source.splitlines()
+  found: list[_Declaration] = []
+
+  def add(node: ast.FunctionDef | ast.AsyncFunctionDef,
+          scope: str | None) -> None:
+    start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+    comment_start = start
+    while comment_start and lines[comment_start - 1].lstrip().startswith("#"):
+      comment_start -= 1
+    end = node.end_lineno or node.lineno
+    found.append(_Declaration((scope, node.name), start, end, comment_start))
+
+  for node in ast.parse(source).body:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      add(node, None)
+    elif isinstance(node, ast.ClassDef):
+      for member in node.body:
+        if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+          add(member, node.name)
+  return found
+
+
+def _spans(source: str) -> dict[tuple[str | None, str], tuple[int, int]]:
+  """Maps each declaration to the lines it covers, all overloads together."""
+  spans: dict[tuple[str | None, str], tuple[int, int]] = {}
+  for declaration in _declarations(source):
+    start, end = spans.get(declaration.key,
+                           (declaration.start, declaration.end))
+    spans[declaration.key] = (min(start, declaration.start),
+                              max(end, declaration.end))
+  return spans
+
+
+def _indent(line: str) -> str:
+  return line[:len(line) - len(line.lstrip())]
+
+
+def _reindent(lines: list[str], indent: str) -> list[str]:
+  current = _indent(lines[0])
+  return [indent + line[len(current):] if line.startswith(current) else line
+          for line in lines]
+
+
+def corrected(original: str, corrections: str) -> str:
+  """Returns ``original`` with the declarations of ``corrections`` set.
+
+  Raises:
+    ValueError: a declaration JAX lacks has no earlier declaration in
+      ``corrections`` to go after.
+  """
+  lines = original.splitlines(keepends=True)
+  fix_lines = corrections.splitlines(keepends=True)
+  spans = _spans(original)
+  edits: list[tuple[int, int, list[str]]] = []
+  previous: tuple[str | None, str] | None = None
+  for fix in _declarations(corrections):
+    if fix.key in spans:
+      start, end = spans[fix.key]
+      text = _reindent(fix_lines[fix.start:fix.end], _indent(lines[start]))
+      edits.append((start, end, text))
+    elif previous is not None and previous in spans:
+      after = spans[previous][1]
+      indent = _indent(lines[spans[previous][0]])
+      text = _reindent(fix_lines[fix.comment_start:fix.end], indent)
+      edits.append((after, after, text))
+    else:
+      raise ValueError(f"cannot place {fix.key}: JAX's file lacks it and "
+                       "nothing before it to follow")
+    previous = fix.key
+  for start, end, text in sorted(edits, reverse=True):
+    lines[start:end] = text
+  return "".join(lines)
+
+
+def correct_tree(root: pathlib.Path,
+                 stubs_root: pathlib.Path = STUBS_ROOT) -> list[str]:
+  """Applies every correction to the JAX tree at ``root``, in place.
+
+  Returns:
+    The files that changed, relative to ``root``.
+  """
+  changed = []
+  for relative in STUB_FILES:
+    target = root / relative
+    original = target.read_text()
+    updated = corrected(original, (stubs_root / relative).read_text())
+    if updated != original:
+      if target.is_symlink():
+        target.unlink()
+      target.write_text(updated)
+      changed.append(relative)
+  return changed
+
+
+def linked_copy(jax_package: pathlib.Path, root: pathlib.Path) -> pathlib.Path:
+  """Mirrors ``jax_package`` under ``root/jax`` as links, for cheap editing.
+
+  Returns:
+    ``root``, which now holds a ``jax`` package a type checker can be
+    pointed at in place of the installed one.
+  """
+  shutil.copytree(jax_package, root / "jax", copy_function=os.symlink,
+                  ignore=shutil.ignore_patterns("__pycache__"))
+  return root

@@ -29,7 +29,7 @@ import tempfile
 from absl.testing import absltest
 import jax
 
-from jax_patch._src import stub_patch
+from jax_patch._src import source_patch
 
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
 _TYPING = _ROOT / "tests" / "typing"
@@ -83,9 +83,9 @@ class MypyUsageTest(absltest.TestCase):
   def setUpClass(cls) -> None:
     super().setUpClass()
     cls.scratch = pathlib.Path(tempfile.mkdtemp(prefix="jax-patch-typing-"))
-    jax_tree = stub_patch.linked_copy(pathlib.Path(jax.__file__).parent,
+    jax_tree = source_patch.linked_copy(pathlib.Path(jax.__file__).parent,
                                       cls.scratch / "tree")
-    stub_patch.correct_tree(jax_tree)
+    source_patch.correct_tree(jax_tree)
     cls.mypy_path = [jax_tree, _ROOT / "stubs"]
 
   @classmethod

@@ -17,9 +17,13 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import pathlib
+import shutil
+import subprocess
 import sys
-import unittest
+import tempfile
 from collections.abc import Sequence
 
 _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
@@ -30,18 +34,6 @@ def _ensure_cpu_devices(count: int) -> None:
   flags = os.environ.get("XLA_FLAGS", "")
   if _DEVICE_COUNT_FLAG not in flags:
     os.environ["XLA_FLAGS"] = f"{flags} {_DEVICE_COUNT_FLAG}={count}".strip()
-
-
-def _outcome(run: object, from_dlpack: object) -> tuple[str, bool | None]:
-  """Runs one case: returns (what it saw, passed), passed None if skipped."""
-  try:
-    return run(from_dlpack), True  # type: ignore[operator]
-  except unittest.SkipTest as skip:
-    return f"skipped: {skip}", None
-  except AssertionError as err:
-    return f"FAIL: {err}", False
-  except Exception as err:  # pylint: disable=broad-except
-    return f"FAIL: {type(err).__name__}: {err}", False
 
 
 def _shorten(text: str, width: int) -> str:
@@ -71,8 +63,9 @@ def check(width: int = 44) -> int:
   print("-" * len(header))
   counts = {True: 0, False: 0, None: 0}
   for case in conformance.CASES:
-    before, _ = _outcome(case.run, upstream)
-    after, passed = _outcome(case.run, jax_patch.from_dlpack)
+    before, _ = conformance.run_case(case, upstream)
+    with jax_patch.patched():
+      after, passed = conformance.run_case(case, jax_patch.from_dlpack)
     counts[passed] += 1
     before_text = "ok" if not before.startswith(("FAIL", "skipped")) else before
     after_text = "ok" if passed else after
@@ -84,6 +77,60 @@ def check(width: int = 44) -> int:
   return 1 if counts[False] else 0
 
 
+def _installed_jax_root() -> pathlib.Path:
+  spec = importlib.util.find_spec("jax")
+  if spec is None or spec.origin is None:
+    raise SystemExit("jax-patch: JAX is not installed.")
+  return pathlib.Path(spec.origin).parent.parent
+
+
+def vendor_dry_run() -> int:
+  """Vendors into a scratch copy of the installed JAX and runs the cases."""
+  from jax_patch._src import vendor  # pylint: disable=g-import-not-at-top
+  installed = _installed_jax_root()
+  with tempfile.TemporaryDirectory(prefix="jax-patch-vendor-") as scratch:
+    tree = pathlib.Path(scratch)
+    shutil.copytree(installed / "jax", tree / "jax",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    changes = vendor.vendor(tree)
+    print(f"vendored into a copy of {installed / 'jax'}: "
+          f"{', '.join(c.path for c in changes)}")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [scratch] + [p for p in sys.path if p]))
+    return subprocess.run(
+        [sys.executable, "-m", "jax_patch._src.vendor_dry_run", scratch],
+        env=env, check=False).returncode
+
+
+def _vendor_command(args: argparse.Namespace) -> int:
+  from jax_patch._src import vendor  # pylint: disable=g-import-not-at-top
+  try:
+    if args.revert:
+      restored = vendor.revert(pathlib.Path(args.revert))
+      print(f"restored {len(restored)} files: {', '.join(restored)}")
+      return 0
+    if args.into is None:
+      return vendor_dry_run()
+    changes = vendor.vendor(pathlib.Path(args.into), force=args.force)
+  except vendor.VendorError as err:
+    print(f"jax-patch vendor: {err}", file=sys.stderr)
+    return 1
+  print(f"vendored {len(changes)} files into {args.into}: "
+        f"{', '.join(c.path for c in changes) or 'already up to date'}")
+  return 0
+
+
+def _diff_command(args: argparse.Namespace) -> int:
+  from jax_patch._src import vendor  # pylint: disable=g-import-not-at-top
+  root = pathlib.Path(args.against) if args.against else _installed_jax_root()
+  try:
+    sys.stdout.write(vendor.diff(root))
+  except vendor.VendorError as err:
+    print(f"jax-patch diff: {err}", file=sys.stderr)
+    return 1
+  return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(
       prog="jax-patch",
@@ -92,11 +139,25 @@ def main(argv: Sequence[str] | None = None) -> int:
   commands.add_parser(
       "check", help="run the conformance cases against upstream JAX and the "
       "patch, side by side")
+  vendor_parser = commands.add_parser(
+      "vendor", help="write the patch set into a JAX tree; with no --into, "
+      "into a scratch copy of the installed JAX, then run the cases there")
+  vendor_parser.add_argument("--into", metavar="ROOT",
+                             help="the folder holding jax/")
+  vendor_parser.add_argument("--force", action="store_true",
+                             help="overwrite files with local changes")
+  vendor_parser.add_argument("--revert", metavar="ROOT",
+                             help="restore what vendoring changed in ROOT")
+  diff_parser = commands.add_parser(
+      "diff", help="print what vendor would change, as a git diff")
+  diff_parser.add_argument("--against", metavar="ROOT",
+                           help="a JAX tree (default: the installed JAX)")
   args = parser.parse_args(argv)
   if args.command == "check":
     return check()
-  parser.error(f"unknown command {args.command}")
-  return 2
+  if args.command == "vendor":
+    return _vendor_command(args)
+  return _diff_command(args)
 
 
 if __name__ == "__main__":

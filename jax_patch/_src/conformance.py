@@ -42,6 +42,7 @@ import numpy as np
 import jax
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax_patch._src import dlpack_capsule
 
 FromDLPack = Callable[..., Any]
 
@@ -65,6 +66,18 @@ def _case(behaviour: str) -> Callable[[Callable[[FromDLPack], str]],
     CASES.append(Case(fn.__name__, behaviour, fn))
     return fn
   return register
+
+
+def run_case(case: Case, from_dlpack: FromDLPack) -> tuple[str, bool | None]:
+  """Runs one case: returns (what it saw, passed); passed is None if skipped."""
+  try:
+    return case.run(from_dlpack), True
+  except unittest.SkipTest as skip:
+    return f"skipped: {skip}", None
+  except AssertionError as err:
+    return f"FAIL: {err}", False
+  except Exception as err:  # pylint: disable=broad-except
+    return f"FAIL: {type(err).__name__}: {err}", False
 
 
 def aligned_array(shape: tuple[int, ...], dtype: Any = np.float32,
@@ -713,3 +726,44 @@ def array_api_strict_imports(from_dlpack: FromDLPack) -> str:
   result = from_dlpack(source)
   np.testing.assert_array_equal(np.asarray(result), [[1, 2], [3, 4]])
   return "imports"
+
+
+# Export: jax.Array.__dlpack__ and __dlpack_device__, as the running JAX has
+# them (patched by install(), or vendored).
+
+
+@_case("jax.Array.__dlpack__(max_version=(1, 0)) returns a READ_ONLY 1.x "
+       "capsule")
+def export_versioned_read_only(from_dlpack: FromDLPack) -> str:
+  del from_dlpack
+  x: Any = jax.numpy.arange(4.0)
+  info = dlpack_capsule.inspect(x.__dlpack__(max_version=(1, 0)))
+  assert info.versioned, "a 0.x capsule"
+  assert info.read_only, "READ_ONLY is not set"
+  return f"DLPack {info.version[0]}.{info.version[1]}, READ_ONLY"
+
+
+@_case("jax.Array.__dlpack__(copy=True) exports a copy marked IS_COPIED")
+def export_copy_true_is_copied(from_dlpack: FromDLPack) -> str:
+  del from_dlpack
+  x: Any = jax.numpy.arange(4.0)
+  info = dlpack_capsule.inspect(x.__dlpack__(max_version=(1, 0), copy=True))
+  assert info.address != x.unsafe_buffer_pointer(), "exported the original"
+  assert info.is_copied, "IS_COPIED is not set"
+  return "IS_COPIED"
+
+
+@_case("jax.Array.__dlpack__ to a platform JAX lacks raises BufferError")
+def export_missing_platform_raises(from_dlpack: FromDLPack) -> str:
+  del from_dlpack
+  x: Any = jax.numpy.arange(4.0)
+  return _expect_raises(lambda: x.__dlpack__(dl_device=(2, 0)), BufferError)
+
+
+@_case("a DLPack round trip of a jax.Array on cpu:1 stays on cpu:1")
+def dlpack_round_trip_keeps_device(from_dlpack: FromDLPack) -> str:
+  devices = _require_devices(2)
+  source = jax.device_put(jax.numpy.arange(4.0), devices[1])
+  result = from_dlpack(DLPackOnly(source))
+  assert result.devices() == {devices[1]}, f"came back on {result.devices()}"
+  return f"stays on {devices[1]}"

@@ -12,9 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Applies the corrections in ``stubs/jax`` to JAX's own ``.pyi`` files.
+"""Applies our declarations to JAX's own files, as minimal edits.
 
-Each file under ``stubs/jax`` holds only the declarations jax-patch sets.
+The typing corrections live in ``stubs/jax``, the source ones in
+``patches/jax``; each file there holds only the declarations jax-patch sets.
 A declaration replaces the one of the same name (and class) in JAX's file,
 overloads included; one JAX lacks goes in after the declaration that comes
 before it in our file. Every other line of JAX's file is left alone, so the
@@ -29,10 +30,18 @@ import os
 import pathlib
 import shutil
 
-# The JAX stub files jax-patch corrects, relative to the folder holding jax/.
-STUB_FILES = ("jax/numpy/__init__.pyi", "jax/_src/basearray.pyi")
+# Not resolve(): under Bazel the runfiles tree is the project.
+_PROJECT = pathlib.Path(__file__).absolute().parents[2]
+STUBS_ROOT = _PROJECT / "stubs"
+PATCHES_ROOT = _PROJECT / "patches"
 
-STUBS_ROOT = pathlib.Path(__file__).resolve().parents[2] / "stubs"
+# Each JAX file jax-patch edits, relative to the folder holding jax/, and the
+# file of declarations it gets.
+CORRECTIONS = (
+    ("jax/numpy/__init__.pyi", STUBS_ROOT / "jax/numpy/__init__.pyi"),
+    ("jax/_src/basearray.pyi", STUBS_ROOT / "jax/_src/basearray.pyi"),
+    ("jax/_src/array.py", PATCHES_ROOT / "jax/_src/array.py"),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,18 +127,17 @@ def corrected(original: str, corrections: str) -> str:
   return "".join(lines)
 
 
-def correct_tree(root: pathlib.Path,
-                 stubs_root: pathlib.Path = STUBS_ROOT) -> list[str]:
+def correct_tree(root: pathlib.Path) -> list[str]:
   """Applies every correction to the JAX tree at ``root``, in place.
 
   Returns:
     The files that changed, relative to ``root``.
   """
   changed = []
-  for relative in STUB_FILES:
+  for relative, corrections in CORRECTIONS:
     target = root / relative
     original = target.read_text()
-    updated = corrected(original, (stubs_root / relative).read_text())
+    updated = corrected(original, corrections.read_text())
     if updated != original:
       if target.is_symlink():
         target.unlink()

@@ -1,0 +1,55 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Runs the vendored conformance cases in a vendored JAX tree.
+
+``jax-patch vendor`` with no ``--into`` starts this in a subprocess whose
+``sys.path`` begins with the scratch tree, so ``import jax`` finds the
+vendored copy. Nothing is installed: the cases run against the tree's own
+``jax.numpy.from_dlpack`` and ``jax.Array.__dlpack__``.
+
+Usage: python -m jax_patch._src.vendor_dry_run TREE
+"""
+
+import os
+import pathlib
+import sys
+
+os.environ.setdefault("XLA_FLAGS",
+                      "--xla_force_host_platform_device_count=4")
+
+
+def main(argv: list[str]) -> int:
+  tree = pathlib.Path(argv[1]).resolve()
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  if tree not in pathlib.Path(jax.__file__).resolve().parents:
+    print(f"jax came from {jax.__file__}, not from {tree}")
+    return 1
+  from jax._src import dlpack_conformance as conformance  # type: ignore  # pylint: disable=g-import-not-at-top
+  print(f"vendored jax {jax.__version__} at {tree / 'jax'}")
+  failed = 0
+  for case in conformance.CASES:
+    outcome, passed = conformance.run_case(case, jnp.from_dlpack)
+    failed += passed is False
+    mark = {True: "ok", False: "FAIL", None: "skip"}[passed]
+    print(f"  {mark:<4}  {case.behaviour}"
+          + ("" if passed else f": {outcome}"))
+  print(f"vendored: {len(conformance.CASES) - failed} passed, "
+        f"{failed} failed")
+  return 1 if failed else 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv))

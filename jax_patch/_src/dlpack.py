@@ -274,21 +274,70 @@ def _import(capsule: Any, source: Any, dl_device_type: int,
   Args:
     independent: the result must not share memory with the producer.
   """
-  info = dlpack_capsule.inspect(capsule)
-  if info.is_copied:
+  capsule, flags, address, device_type, dl_dtype = (
+      dlpack_capsule.to_legacy(capsule))
+  if flags & dlpack_capsule.FLAG_IS_COPIED:
     if copy is False:
       raise CopyRequiredError(
           "from_dlpack: the producer copied the data (its capsule has "
           "IS_COPIED set) although copy=False was passed.")
     independent = False  # The producer's copy is already independent.
-  if info.device[0] != dl_device_type:
+  if device_type != dl_device_type:
     raise BufferError(
-        f"from_dlpack: the capsule is on DLDeviceType {info.device[0]} but "
+        f"from_dlpack: the capsule is on DLDeviceType {device_type} but "
         f"__dlpack_device__ said {dl_device_type}.")
-  if dl_device_type == _KDL_CPU:
-    return _import_host(capsule, info, source, copy, independent)
-  return _import_device(capsule, info, source, dl_device_type, stream, copy,
-                        independent)
+  dtype = dlpack_capsule.numpy_dtype(dl_dtype)
+  canonical = None if dtype is None else _canonical_dtype(dtype)
+  if dl_device_type != _KDL_CPU:
+    return _import_device(capsule, source, dl_device_type, stream, dtype,
+                          canonical, copy, independent)
+  refusal = None
+  aligned = not address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT
+  # jaxlib's refusal costs an exception: skip asking when it will refuse.
+  if aligned and not independent and dtype is not None and canonical == dtype:
+    try:
+      result = dlpack_compat.import_legacy_capsule(capsule, source, None,
+                                                   _KDL_CPU)
+    except dlpack_compat.RuntimeErrorType as err:
+      refusal = f"jaxlib cannot alias it ({err})"  # The capsule is still ours.
+    else:
+      if copy is False and result.unsafe_buffer_pointer() != address:
+        raise CopyRequiredError(
+            "from_dlpack: jaxlib copied the data although copy=False was "
+            "passed.")
+      return result
+  if (not aligned and copy is not False and dtype is not None
+      and canonical == dtype and dlpack_compat.JAXLIB_COPIES_UNALIGNED):
+    result = _import_small_unaligned(capsule, source)
+    if result is not None:
+      return result
+  return _import_host_copy(capsule, source, copy, refusal)
+
+
+# Below this size jaxlib's own copy of unaligned data is the cheapest; above
+# it, one np.copyto into aligned memory is several times faster.
+_JAXLIB_COPY_MAX_BYTES = 1 << 16
+
+
+def _import_small_unaligned(capsule: Any, source: Any) -> Any | None:
+  """Lets jaxlib copy a small unaligned host tensor; ``None`` if it won't."""
+  info = dlpack_capsule.inspect(capsule)
+  if (info.dtype is None
+      or info.size * info.dtype.itemsize > _JAXLIB_COPY_MAX_BYTES
+      or not _is_compact(info.shape, info.strides)):
+    return None
+  try:
+    return dlpack_compat.import_copying_unaligned(capsule, source, _KDL_CPU)
+  except dlpack_compat.RuntimeErrorType:
+    return None
+
+
+def _canonical_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
+  # Only the 64-bit types change, and only with jax_enable_x64 off.
+  if dtype.itemsize < 8 or dtype.kind not in "iufc":
+    return dtype
+  canonical: np.dtype[Any] = dtypes.canonicalize_dtype(dtype)
+  return canonical
 
 
 def _why_host_copy(info: dlpack_capsule.TensorInfo,
@@ -315,46 +364,27 @@ def _is_compact(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
   return True
 
 
-def _import_host(capsule: Any, info: dlpack_capsule.TensorInfo, source: Any,
-                 copy: bool | None, independent: bool) -> Any:
+def _import_host_copy(capsule: Any, source: Any, copy: bool | None,
+                      refusal: str | None) -> Any:
+  """Copies a host tensor once, into memory jaxlib then aliases.
+
+  ``capsule`` owns the producer's memory, which the copy reads: the caller
+  keeps it alive until this returns.
+
+  Args:
+    refusal: why jaxlib refused to alias the tensor, if it was asked.
+  """
+  info = dlpack_capsule.inspect(capsule)
   if info.dtype is None:
     raise BufferError(
         f"from_dlpack: DLPack dtype (code, bits, lanes) = {info.dl_dtype} is "
         "not supported.")
-  canonical = dtypes.canonicalize_dtype(info.dtype)
-  reason = _why_host_copy(info, canonical)
-  if info.size == 0 and canonical == info.dtype:
-    return _import_host_copy(info, canonical, source)
-  if reason is None and not independent:
-    legacy = dlpack_capsule.as_legacy_capsule(capsule)
-    try:
-      result = dlpack_compat.import_legacy_capsule(legacy, source, None,
-                                                   _KDL_CPU)
-    except dlpack_compat.RuntimeErrorType as err:
-      # jaxlib refused what looked aliasable; the capsule is still ours.
-      reason, capsule = f"jaxlib cannot alias it ({err})", legacy
-    else:
-      _check_aliases(result, info, copy)
-      return result
-  if copy is False:
-    raise CopyRequiredError(_copy_message(reason or "copy=True"))
-  # `capsule` owns the producer's memory, which the copy reads: keep it alive.
-  result = _import_host_copy(info, canonical, source)
-  del capsule
-  return result
-
-
-def _check_aliases(result: Any, info: dlpack_capsule.TensorInfo,
-                   copy: bool | None) -> None:
-  if copy is False and result.unsafe_buffer_pointer() != info.address:
-    raise CopyRequiredError(
-        "from_dlpack: jaxlib copied the data although copy=False was passed.")
-
-
-def _import_host_copy(info: dlpack_capsule.TensorInfo,
-                      dtype: np.dtype[Any], source: Any) -> Any:
-  """Copies a host tensor once, into memory jaxlib then aliases."""
-  copied = _aligned_empty(info.shape, dtype)
+  canonical = _canonical_dtype(info.dtype)
+  fresh_is_free = info.size == 0 and canonical == info.dtype
+  if copy is False and not fresh_is_free:
+    reason = _why_host_copy(info, canonical) or refusal or "copy=True"
+    raise CopyRequiredError(_copy_message(reason))
+  copied = _aligned_empty(info.shape, canonical)
   np.copyto(copied, dlpack_capsule.host_view(info), casting="unsafe")
   return dlpack_compat.import_legacy_capsule(
       dlpack_capsule.capsule_for_host_array(copied), source, None, _KDL_CPU)
@@ -371,18 +401,16 @@ def _aligned_empty(shape: tuple[int, ...],
   return np.ndarray(shape, dtype, buffer=raw, offset=start)
 
 
-def _import_device(capsule: Any, info: dlpack_capsule.TensorInfo,
-                   source: Any, dl_device_type: int, stream: int | None,
-                   copy: bool | None, independent: bool) -> Any:
+def _import_device(capsule: Any, source: Any, dl_device_type: int,
+                   stream: int | None, dtype: np.dtype[Any] | None,
+                   canonical: np.dtype[Any] | None, copy: bool | None,
+                   independent: bool) -> Any:
   """Imports an accelerator tensor; copies, when needed, on the device."""
-  canonical = (None if info.dtype is None
-               else dtypes.canonicalize_dtype(info.dtype))
-  if copy is False and canonical != info.dtype:
+  if copy is False and canonical != dtype:
     raise CopyRequiredError(_copy_message(
-        f"dtype {info.dtype} becomes {canonical} with jax_enable_x64 off"))
-  legacy = dlpack_capsule.as_legacy_capsule(capsule)
+        f"dtype {dtype} becomes {canonical} with jax_enable_x64 off"))
   try:
-    result = dlpack_compat.import_legacy_capsule(legacy, source, stream,
+    result = dlpack_compat.import_legacy_capsule(capsule, source, stream,
                                                  dl_device_type)
   except dlpack_compat.RuntimeErrorType as err:
     if copy is False:
@@ -455,15 +483,16 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
   """
   if not isinstance(x, array.ArrayImpl):
     raise TypeError(f"Argument to to_dlpack must be a jax.Array, got {type(x)}")
-  copy = _check_copy(copy, "to_dlpack")
+  if copy is not None:
+    copy = _check_copy(copy, "to_dlpack")
   if max_version is not None and tuple(max_version) < MIN_DLPACK_VERSION:
     raise BufferError(
         f"JAX does not support any version below {MIN_DLPACK_VERSION} but "
         f"version ({max_version}) was requested.")
   if src_device is None:
     src_device = dlpack_device.single_device(x, "to_dlpack")
-  exported, copied = _export_placement(x, src_device, dl_device, copy)
-  _check_export_stream(stream, exported)
+  exported, device, copied = _export_placement(x, src_device, dl_device, copy)
+  _check_export_stream(stream, device)
   # -1 asks for no synchronisation, which is what jaxlib does without one.
   capsule = dlpack_compat.export_legacy_capsule(
       exported.addressable_data(0), None if stream == -1 else stream)
@@ -478,8 +507,8 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
 
 def _export_placement(x: Any, src_device: Any,
                       dl_device: tuple[Any, int] | None,
-                      copy: bool | None) -> tuple[Any, bool]:
-  """Returns ``x``, a copy, or ``x`` moved to ``dl_device``, and if copied."""
+                      copy: bool | None) -> tuple[Any, Any, bool]:
+  """Returns ``x``, a copy, or ``x`` moved; its device; whether it copied."""
   target = None
   if dl_device is not None:
     requested = (int(dl_device[0]), int(dl_device[1]))
@@ -492,17 +521,18 @@ def _export_placement(x: Any, src_device: Any,
             f"to_dlpack: dl_device={dl_device} names a platform this JAX has "
             "no backend for.")
   if target is None or target == src_device:
-    return (_array_copy(x), True) if copy else (x, False)
+    return (_array_copy(x), src_device, True) if copy else (x, src_device, False)
   if copy is False:
     raise CopyRequiredError(
         f"to_dlpack: dl_device={dl_device} needs a copy from {src_device}, "
         "but copy=False was passed. Pass copy=None or copy=True.")
-  return dlpack_device.place(x, target), True
+  return dlpack_device.place(x, target), target, True
 
 
-def _check_export_stream(stream: Any, exported: Any) -> None:
-  """Raises ``BufferError`` for a stream the spec rules out on this device."""
-  device, = exported.sharding.device_set
+def _check_export_stream(stream: Any, device: Any) -> None:
+  """Raises ``BufferError`` for a stream the spec rules out on ``device``."""
+  if stream is None:
+    return
   if device.platform == "cpu":
     if stream is not None and stream != -1:
       raise BufferError(

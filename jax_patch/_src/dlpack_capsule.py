@@ -30,6 +30,7 @@ import ctypes
 import dataclasses
 import datetime
 import math
+import struct
 import threading
 from typing import Any, Callable
 
@@ -251,44 +252,49 @@ def inspect(capsule: Any) -> TensorInfo:
   """
   versioned, address = _managed_tensor_address(capsule)
   if versioned:
-    managed = _DLManagedTensorVersioned.from_address(address)
-    version = (managed.version.major, managed.version.minor)
-    if version[0] > MAX_VERSION[0]:
-      _refuse_versioned(capsule, managed)
+    raw = bytes(_VERSIONED_BYTES.from_address(address))
+    major, minor, _, _, flags = _VERSIONED_HEADER.unpack_from(raw)
+    if major > MAX_VERSION[0]:
+      _refuse_versioned(capsule,
+                        _DLManagedTensorVersioned.from_address(address))
       raise BufferError(
-          f"The producer returned a DLPack {version[0]}.{version[1]} capsule; "
+          f"The producer returned a DLPack {major}.{minor} capsule; "
           f"this JAX reads DLPack up to {MAX_VERSION[0]}.x.")
-    flags = int(managed.flags)
-    tensor = managed.dl_tensor
-  else:
-    version, flags = (0, 0), 0
-    tensor = _DLManagedTensor.from_address(address).dl_tensor
-  return _tensor_info(tensor, versioned, version, flags)
+    fields = _TENSOR_FIELDS.unpack_from(raw, _HEADER_SIZE)
+    return _tensor_info(fields, True, (major, minor), flags)
+  fields = _TENSOR_FIELDS.unpack(_TENSOR_BYTES.from_address(address))
+  return _tensor_info(fields, False, (0, 0), 0)
 
 
-def _tensor_info(tensor: _DLTensor, versioned: bool, version: tuple[int, int],
-                 flags: int) -> TensorInfo:
-  ndim = int(tensor.ndim)
-  if not 0 <= ndim <= _MAX_NDIM:
-    raise BufferError(f"The DLPack tensor has an invalid ndim of {ndim}.")
-  shape = tuple(tensor.shape[i] for i in range(ndim))
+def _tensor_info(fields: tuple[Any, ...], versioned: bool,
+                 version: tuple[int, int], flags: int) -> TensorInfo:
+  """Checks and converts the fields of a DLTensor, in declaration order."""
+  (data, device_type, device_id, ndim, code, bits, lanes, shape_address,
+   strides_address, byte_offset) = fields
+  if not 0 <= ndim <= _MAX_NDIM or (ndim and not shape_address):
+    raise BufferError(f"The DLPack tensor has an invalid ndim of {ndim} or "
+                      "no shape.")
+  shape = _int64s(shape_address, ndim)
   if any(d < 0 for d in shape):
     raise BufferError(f"The DLPack tensor has a negative dimension: {shape}.")
-  if ndim and tensor.strides:
-    strides = tuple(tensor.strides[i] for i in range(ndim))
+  if ndim and strides_address:
+    strides = _int64s(strides_address, ndim)
   else:
     strides = _row_major_strides(shape)
-  dl_dtype = (int(tensor.dtype.code), int(tensor.dtype.bits),
-              int(tensor.dtype.lanes))
-  data = tensor.data or 0
-  if not data and math.prod(shape):
+  if not data and math.prod(shape, start=1):
     raise BufferError("The DLPack tensor has a null data pointer.")
+  dl_dtype = (code, bits, lanes)
   return TensorInfo(
       versioned=versioned, version=version, flags=flags,
-      address=data + int(tensor.byte_offset),
-      device=(int(tensor.device.device_type), int(tensor.device.device_id)),
-      dtype=_DTYPES.get(dl_dtype[:2]) if dl_dtype[2] == 1 else None,
-      dl_dtype=dl_dtype, shape=shape, strides=strides)
+      address=data + byte_offset, device=(device_type, device_id),
+      dtype=numpy_dtype(dl_dtype), dl_dtype=dl_dtype, shape=shape,
+      strides=strides)
+
+
+def _int64s(address: int, count: int) -> tuple[int, ...]:
+  if not count:
+    return ()
+  return tuple((ctypes.c_int64 * count).from_address(address))
 
 
 def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -372,17 +378,20 @@ _DESTRUCTOR_ADDRESS = {
     for name in (_LEGACY_NAME_PTR, _VERSIONED_NAME_PTR)}
 
 
-def _new_capsule(managed: _DLManagedTensor | _DLManagedTensorVersioned,
-                 name: ctypes.c_char_p, keep_alive: Any,
-                 on_release: Callable[[], None]) -> Any:
-  address = ctypes.addressof(managed)
-  managed.deleter = _DELETER_ADDRESS
+def _new_capsule(address: int, name: ctypes.c_char_p, name_value: bytes,
+                 keep_alive: Any, on_release: Callable[[], None]) -> Any:
+  """Wraps the managed tensor at ``address``, whose deleter is ours."""
   live_tensors.add(address, keep_alive, on_release)
   try:
-    return _capsule_new(address, name, _DESTRUCTOR_ADDRESS[name.value])
+    return _capsule_new(address, name, _DESTRUCTOR_ADDRESS[name_value])
   except BaseException:
     live_tensors.release(address)
     raise
+
+
+# Producers have one deleter each: wrapping it once saves a ctypes
+# construction per import.
+_deleter_calls: dict[int, Any] = {}
 
 
 def _producer_release(deleter: int | None,
@@ -390,8 +399,68 @@ def _producer_release(deleter: int | None,
   """Returns a call of the producer's ``deleter`` on its tensor."""
   if not deleter:
     return lambda: None
-  call = _Deleter(deleter)
+  call = _deleter_calls.get(deleter)
+  if call is None:
+    call = _deleter_calls.setdefault(deleter, _Deleter(deleter))
   return lambda: call(address)
+
+
+# The import fast path reads structures as bytes: one ctypes call and one
+# unpack cost far less than a ctypes field access each.
+_VERSIONED_HEADER = struct.Struct("=IIQQQ")  # version, ctx, deleter, flags
+_TENSOR_FIELDS = struct.Struct("=QiiiBBHQQQ")  # DLTensor, in field order
+_LEGACY_TAIL = struct.Struct("=QQ")  # manager_ctx, deleter
+_HEADER_SIZE = _VERSIONED_HEADER.size
+_TENSOR_SIZE = _TENSOR_FIELDS.size
+assert _TENSOR_SIZE == ctypes.sizeof(_DLTensor)
+assert _HEADER_SIZE + _TENSOR_SIZE == ctypes.sizeof(_DLManagedTensorVersioned)
+# Views of foreign memory, and the storage of a converted 0.x tensor.
+_TENSOR_BYTES = ctypes.c_char * _TENSOR_SIZE
+_VERSIONED_BYTES = ctypes.c_char * (_HEADER_SIZE + _TENSOR_SIZE)
+_LegacyBytes = ctypes.c_char * ctypes.sizeof(_DLManagedTensor)
+_VersionedBytes = _VERSIONED_BYTES
+
+
+def to_legacy(
+    capsule: Any) -> tuple[Any, int, int, int, tuple[int, int, int]]:
+  """Takes over ``capsule`` as a 0.x capsule, reading only what imports need.
+
+  The fast path of :func:`inspect` plus :func:`as_legacy_capsule`: it skips
+  shape and strides, which jaxlib checks itself.
+
+  Returns:
+    ``(legacy_capsule, flags, address, device_type, (code, bits, lanes))``:
+    the 0.x capsule (``capsule`` itself if it was one), the 1.x flags (0 for
+    0.x), the address of the first element, the DLPack device type and
+    DLPack's dtype.
+
+  Raises:
+    TypeError, BufferError: as :func:`inspect`.
+  """
+  name = _capsule_get_name(capsule) if is_capsule(capsule) else None
+  if name == LEGACY_NAME:
+    address = _capsule_get_pointer(capsule, _LEGACY_NAME_PTR)
+    fields = _TENSOR_FIELDS.unpack(_TENSOR_BYTES.from_address(address))
+    return capsule, 0, fields[0] + fields[9], fields[1], fields[4:7]
+  if name != VERSIONED_NAME:
+    inspect(capsule)  # Raises the error that fits.
+  address = _capsule_get_pointer(capsule, _VERSIONED_NAME_PTR)
+  raw = _VERSIONED_BYTES.from_address(address)
+  major, _, _, deleter, flags = _VERSIONED_HEADER.unpack_from(raw)
+  if major > MAX_VERSION[0]:
+    inspect(capsule)  # Calls the deleter and raises.
+  fields = _TENSOR_FIELDS.unpack_from(raw, _HEADER_SIZE)
+  legacy = _LegacyBytes.from_buffer_copy(
+      bytes(raw)[_HEADER_SIZE:] + _LEGACY_TAIL.pack(address, _DELETER_ADDRESS))
+  converted = _own(legacy, _LEGACY_NAME_PTR, LEGACY_NAME, capsule,
+                   _USED_VERSIONED_NAME_PTR,
+                   _producer_release(deleter, address))
+  return converted, flags, fields[0] + fields[9], fields[1], fields[4:7]
+
+
+def numpy_dtype(dl_dtype: tuple[int, int, int]) -> np.dtype[Any] | None:
+  """The NumPy dtype for DLPack's ``(code, bits, lanes)``, if there is one."""
+  return _DTYPES.get(dl_dtype[:2]) if dl_dtype[2] == 1 else None
 
 
 def as_legacy_capsule(capsule: Any) -> Any:
@@ -403,12 +472,7 @@ def as_legacy_capsule(capsule: Any) -> Any:
   runs exactly once, when the new capsule's consumer releases the tensor, or
   when the new capsule dies unconsumed.
   """
-  versioned, address = _managed_tensor_address(capsule)
-  if not versioned:
-    return capsule
-  return _take_over(capsule, _DLManagedTensorVersioned.from_address(address),
-                    _DLManagedTensor(), _LEGACY_NAME_PTR,
-                    _USED_VERSIONED_NAME_PTR)
+  return to_legacy(capsule)[0]
 
 
 def as_versioned_capsule(capsule: Any, version: tuple[int, int],
@@ -424,30 +488,28 @@ def as_versioned_capsule(capsule: Any, version: tuple[int, int],
     version: the ``(1, minor)`` to stamp on the new capsule.
     flags: the 1.x flags (``FLAG_READ_ONLY``, ``FLAG_IS_COPIED``).
   """
-  versioned, address = _managed_tensor_address(capsule)
-  if versioned:
+  if not is_capsule(capsule) or _capsule_get_name(capsule) != LEGACY_NAME:
     raise ValueError("as_versioned_capsule takes a 0.x capsule.")
-  managed = _DLManagedTensorVersioned()
-  managed.version.major, managed.version.minor = version
-  managed.flags = flags
-  return _take_over(capsule, _DLManagedTensor.from_address(address), managed,
-                    _VERSIONED_NAME_PTR, _USED_LEGACY_NAME_PTR)
+  address = _capsule_get_pointer(capsule, _LEGACY_NAME_PTR)
+  raw = bytes(_LegacyBytes.from_address(address))
+  _, deleter = _LEGACY_TAIL.unpack_from(raw, _TENSOR_SIZE)
+  versioned = _VersionedBytes.from_buffer_copy(
+      _VERSIONED_HEADER.pack(version[0], version[1], address,
+                             _DELETER_ADDRESS, flags) + raw[:_TENSOR_SIZE])
+  return _own(versioned, _VERSIONED_NAME_PTR, VERSIONED_NAME, capsule,
+              _USED_LEGACY_NAME_PTR, _producer_release(deleter, address))
 
 
-def _take_over(capsule: Any,
-               source: _DLManagedTensor | _DLManagedTensorVersioned,
-               managed: _DLManagedTensor | _DLManagedTensorVersioned,
-               name: ctypes.c_char_p, used_name: ctypes.c_char_p) -> Any:
-  """Moves ``capsule``'s tensor into ``managed``, under a new capsule.
+def _own(managed: Any, name: ctypes.c_char_p, name_value: bytes,
+         capsule: Any, used_name: ctypes.c_char_p,
+         on_release: Callable[[], None]) -> Any:
+  """Wraps ``managed`` in a new capsule and retires ``capsule``.
 
-  The new capsule's deleter calls ``source``'s; ``capsule`` is renamed
-  ``used_name`` so that its own destructor no longer frees the tensor.
+  ``managed`` is the new tensor's storage, kept alive until its deleter
+  runs; ``on_release`` then releases the tensor ``capsule`` owned.
   """
-  ctypes.pointer(managed.dl_tensor)[0] = source.dl_tensor
-  address = ctypes.addressof(source)
-  managed.manager_ctx = address
-  converted = _new_capsule(managed, name, managed,
-                           _producer_release(source.deleter, address))
+  converted = _new_capsule(ctypes.addressof(managed), name, name_value,
+                           managed, on_release)
   _capsule_set_name(capsule, used_name)
   return converted
 
@@ -465,20 +527,20 @@ def capsule_for_host_array(array: np.ndarray[Any, Any]) -> Any:
   if code_bits is None:
     raise BufferError(f"dtype {array.dtype} has no DLPack equivalent.")
   ndim = array.ndim
-  shape = (ctypes.c_int64 * max(ndim, 1))(*array.shape)
-  strides = (ctypes.c_int64 * max(ndim, 1))(
+  # One allocation: the managed tensor, then its shape and strides.
+  legacy_size = ctypes.sizeof(_DLManagedTensor)
+  storage = (ctypes.c_char * (legacy_size + 16 * ndim))()
+  address = ctypes.addressof(storage)
+  shape_address = address + legacy_size
+  strides_address = shape_address + 8 * ndim
+  struct.pack_into(
+      f"={_TENSOR_FIELDS.format[1:]}QQ{2 * ndim}q", storage, 0,
+      array.ctypes.data, KDL_CPU, 0, ndim, code_bits[0], code_bits[1], 1,
+      shape_address if ndim else 0, strides_address if ndim else 0, 0,
+      0, _DELETER_ADDRESS, *array.shape,
       *(s // array.itemsize for s in array.strides))
-  managed = _DLManagedTensor()
-  tensor = managed.dl_tensor
-  tensor.data = array.ctypes.data
-  tensor.device = _DLDevice(KDL_CPU, 0)
-  tensor.ndim = ndim
-  tensor.dtype = _DLDataType(code_bits[0], code_bits[1], 1)
-  tensor.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
-  tensor.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
-  tensor.byte_offset = 0
-  return _new_capsule(managed, _LEGACY_NAME_PTR,
-                      (managed, shape, strides, array), lambda: None)
+  return _new_capsule(address, _LEGACY_NAME_PTR, LEGACY_NAME,
+                      (storage, array), lambda: None)
 
 
 def host_view(info: TensorInfo) -> np.ndarray[Any, Any]:

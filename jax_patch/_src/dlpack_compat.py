@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from jax._src import core
+from jax._src import xla_bridge
 from jax._src.lib import _jax
 from jax._src.lib import jaxlib_extension_version
 
@@ -48,11 +49,34 @@ def import_legacy_capsule(capsule: Any, device: Any, stream: int | None,
     RuntimeErrorType: jaxlib cannot alias the memory; the capsule is then
       left unconsumed.
   """
+  return _import(capsule, device, stream, dl_device_type, False)
+
+
+# Whether jaxlib can be asked to copy an unaligned host buffer itself.
+JAXLIB_COPIES_UNALIGNED = _BINDING_TAKES_COPY
+
+
+def import_copying_unaligned(capsule: Any, device: Any,
+                             dl_device_type: int) -> Any:
+  """Hands jaxlib a compact but unaligned host capsule to copy itself.
+
+  Only for ``JAXLIB_COPIES_UNALIGNED``. jaxlib's copy is the cheapest for
+  small arrays and the slowest for large ones.
+
+  Raises:
+    RuntimeErrorType: jaxlib cannot import it (say, non-compact strides);
+      the capsule is then left unconsumed.
+  """
+  return _import(capsule, device, None, dl_device_type, None)
+
+
+def _import(capsule: Any, device: Any, stream: int | None,
+            dl_device_type: int, copy: bool | None) -> Any:
   if _BINDING_TAKES_DL_DEVICE_TYPE:
     return _jax.dlpack_managed_tensor_to_buffer(
-        capsule, device, stream, False, dl_device_type)
+        capsule, device, stream, copy, dl_device_type)
   if _BINDING_TAKES_COPY:
-    return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream, False)
+    return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy)
   return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream)
 
 
@@ -67,3 +91,13 @@ def is_tracing() -> bool:
 
 # jaxlib aliases host memory only at this alignment (XLA's CPU minimum).
 CPU_ZERO_COPY_ALIGNMENT = 64
+
+
+def backends() -> dict[str, Any]:
+  """``xla_bridge.backends()``, without its locking once initialised.
+
+  The dict is replaced, not mutated, when JAX clears its backends, so its
+  identity tells a cache of devices when to start over.
+  """
+  initialised: dict[str, Any] = xla_bridge._backends  # pylint: disable=protected-access
+  return initialised or xla_bridge.backends()

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-from jax._src import xla_bridge
 from jax._src.api import device_put
 from jax._src.lib import xla_client
 from jax._src.sharding import Sharding
 from jax._src.typing import Array, DLDeviceType
 
+from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_errors
 
 Device = Any
@@ -93,6 +93,11 @@ def platform_of(dl_device: tuple[int, int]) -> str:
   return platform
 
 
+# DLPack device -> JAX device, for the backends dict it was computed from.
+_device_cache: dict[tuple[int, int], Device | None] = {}
+_device_cache_backends: list[Any] = [None]
+
+
 def jax_device_for(dl_device: tuple[int, int]) -> Device | None:
   """Returns the JAX device holding ``dl_device``'s memory.
 
@@ -103,7 +108,20 @@ def jax_device_for(dl_device: tuple[int, int]) -> Device | None:
   Raises:
     UnsupportedDeviceError: the device type or id is unknown to JAX.
   """
-  backend = xla_bridge.backends().get(platform_of(dl_device))
+  backends = dlpack_compat.backends()
+  if backends is not _device_cache_backends[0]:
+    _device_cache.clear()
+    _device_cache_backends[0] = backends
+  try:
+    return _device_cache[dl_device]
+  except KeyError:
+    device = _device_cache[dl_device] = _look_up_device(dl_device, backends)
+    return device
+
+
+def _look_up_device(dl_device: tuple[int, int],
+                    backends: dict[str, Any]) -> Device | None:
+  backend = backends.get(platform_of(dl_device))
   if backend is None:
     return None
   try:

@@ -29,60 +29,13 @@ import numpy as np
 from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
+from tests import producers
 
 _capsule_new = ctypes.pythonapi.PyCapsule_New
 _capsule_new.restype = ctypes.py_object
 _capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
-
-class CountingProducer:
-  """A DLPack 1.x producer whose deleter counts its calls.
-
-  No real producer lets a test observe its deleter; this one builds its
-  managed tensor with ctypes over a NumPy array it keeps alive. Like a real
-  producer, its capsule's destructor calls the deleter if no consumer took
-  the tensor.
-  """
-
-  def __init__(self, array: np.ndarray[Any, Any], major: int = 1,
-               flags: int = 0):
-    self.array = array
-    self.deletes = 0
-    self._deleter = dlpack_capsule._Deleter(self._on_delete)
-    self._destructor = dlpack_capsule._Deleter(self._on_capsule_death)
-    self._shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
-    self._strides = (ctypes.c_int64 * max(array.ndim, 1))(
-        *(s // array.itemsize for s in array.strides))
-    managed = dlpack_capsule._DLManagedTensorVersioned()
-    managed.version.major, managed.version.minor = major, 0
-    managed.deleter = ctypes.cast(self._deleter, ctypes.c_void_p).value
-    managed.flags = flags
-    tensor = managed.dl_tensor
-    tensor.data = array.ctypes.data
-    tensor.device.device_type, tensor.device.device_id = 1, 0
-    tensor.ndim = array.ndim
-    code, bits = dlpack_capsule._DL_DTYPES[array.dtype]
-    tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes = code, bits, 1
-    tensor.shape = ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64))
-    tensor.strides = ctypes.cast(self._strides,
-                                 ctypes.POINTER(ctypes.c_int64))
-    self._managed = managed
-
-  def _on_delete(self, address: int) -> None:
-    del address
-    self.deletes += 1
-
-  def _on_capsule_death(self, capsule: int) -> None:
-    if dlpack_capsule._raw_capsule_is_valid(capsule, b"dltensor_versioned"):
-      self.deletes += 1
-
-  def __dlpack_device__(self) -> tuple[int, int]:
-    return (1, 0)
-
-  def __dlpack__(self, **kwargs: Any) -> Any:
-    del kwargs
-    return _capsule_new(ctypes.addressof(self._managed), b"dltensor_versioned",
-                        ctypes.cast(self._destructor, ctypes.c_void_p).value)
+CountingProducer = producers.CraftedProducer
 
 
 class InspectTest(parameterized.TestCase):

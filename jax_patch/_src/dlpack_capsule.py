@@ -271,18 +271,12 @@ def _tensor_info(fields: tuple[Any, ...], versioned: bool,
   """Checks and converts the fields of a DLTensor, in declaration order."""
   (data, device_type, device_id, ndim, code, bits, lanes, shape_address,
    strides_address, byte_offset) = fields
-  if not 0 <= ndim <= _MAX_NDIM or (ndim and not shape_address):
-    raise BufferError(f"The DLPack tensor has an invalid ndim of {ndim} or "
-                      "no shape.")
+  _check_fields(fields)
   shape = _int64s(shape_address, ndim)
-  if any(d < 0 for d in shape):
-    raise BufferError(f"The DLPack tensor has a negative dimension: {shape}.")
   if ndim and strides_address:
     strides = _int64s(strides_address, ndim)
   else:
     strides = _row_major_strides(shape)
-  if not data and math.prod(shape, start=1):
-    raise BufferError("The DLPack tensor has a null data pointer.")
   dl_dtype = (code, bits, lanes)
   return TensorInfo(
       versioned=versioned, version=version, flags=flags,
@@ -441,6 +435,7 @@ def to_legacy(
   if name == LEGACY_NAME:
     address = _capsule_get_pointer(capsule, _LEGACY_NAME_PTR)
     fields = _TENSOR_FIELDS.unpack(_TENSOR_BYTES.from_address(address))
+    _check_fields(fields)
     return capsule, 0, fields[0] + fields[9], fields[1], fields[4:7]
   if name != VERSIONED_NAME:
     inspect(capsule)  # Raises the error that fits.
@@ -450,12 +445,29 @@ def to_legacy(
   if major > MAX_VERSION[0]:
     inspect(capsule)  # Calls the deleter and raises.
   fields = _TENSOR_FIELDS.unpack_from(raw, _HEADER_SIZE)
+  _check_fields(fields)
   legacy = _LegacyBytes.from_buffer_copy(
       bytes(raw)[_HEADER_SIZE:] + _LEGACY_TAIL.pack(address, _DELETER_ADDRESS))
   converted = _own(legacy, _LEGACY_NAME_PTR, LEGACY_NAME, capsule,
                    _USED_VERSIONED_NAME_PTR,
                    _producer_release(deleter, address))
   return converted, flags, fields[0] + fields[9], fields[1], fields[4:7]
+
+
+def _check_fields(fields: tuple[Any, ...]) -> None:
+  """Raises ``BufferError`` for a tensor jaxlib must never be handed.
+
+  The capsule is left as it was: its destructor releases the tensor.
+  """
+  data, ndim, shape_address = fields[0], fields[3], fields[7]
+  if not 0 <= ndim <= _MAX_NDIM or (ndim and not shape_address):
+    raise BufferError(f"The DLPack tensor has an invalid ndim of {ndim} or "
+                      "no shape.")
+  shape = _int64s(shape_address, ndim)
+  if any(d < 0 for d in shape):
+    raise BufferError(f"The DLPack tensor has a negative dimension: {shape}.")
+  if not data and math.prod(shape, start=1):
+    raise BufferError("The DLPack tensor has a null data pointer.")
 
 
 def numpy_dtype(dl_dtype: tuple[int, int, int]) -> np.dtype[Any] | None:

@@ -1,0 +1,90 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""A DLPack producer the tests control, down to the bytes of its tensor.
+
+No real producer can show a test its deleter being called, or hand over a
+corrupt tensor; this one builds its managed tensor with ctypes over a NumPy
+array it keeps alive. Like a real producer, its capsule's destructor calls
+the deleter if no consumer took the tensor.
+"""
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+from jax_patch._src import dlpack_capsule
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+class CraftedProducer:
+  """A DLPack 1.x producer (0.x with ``versioned=False``).
+
+  Keyword overrides replace fields of the tensor it describes: ``ndim``,
+  ``shape``, ``data`` (an address), ``dtype`` (``(code, bits)``),
+  ``device_type``.
+  """
+
+  def __init__(self, array: np.ndarray[Any, Any], *, major: int = 1,
+               flags: int = 0, versioned: bool = True, **overrides: Any):
+    self.array = array
+    self.deletes = 0
+    self.versioned = versioned
+    self.reported_device = (overrides.get("device_type", 1), 0)
+    self._deleter = dlpack_capsule._Deleter(self._on_delete)
+    self._destructor = dlpack_capsule._Deleter(self._on_capsule_death)
+    shape = overrides.get("shape", array.shape)
+    self._shape = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+    self._strides = (ctypes.c_int64 * max(array.ndim, 1))(
+        *(s // array.itemsize for s in array.strides))
+    if versioned:
+      managed: Any = dlpack_capsule._DLManagedTensorVersioned()
+      managed.version.major, managed.version.minor = major, 0
+      managed.flags = flags
+      self._name = dlpack_capsule.VERSIONED_NAME
+    else:
+      managed = dlpack_capsule._DLManagedTensor()
+      self._name = dlpack_capsule.LEGACY_NAME
+    managed.deleter = ctypes.cast(self._deleter, ctypes.c_void_p).value
+    tensor = managed.dl_tensor
+    tensor.data = overrides.get("data", array.ctypes.data)
+    tensor.device.device_type = overrides.get("device_type", 1)
+    tensor.ndim = overrides.get("ndim", array.ndim)
+    code, bits = overrides.get("dtype",
+                               dlpack_capsule._DL_DTYPES[array.dtype])
+    tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes = code, bits, 1
+    tensor.shape = ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64))
+    tensor.strides = ctypes.cast(self._strides,
+                                 ctypes.POINTER(ctypes.c_int64))
+    self._managed = managed
+
+  def _on_delete(self, address: int) -> None:
+    del address
+    self.deletes += 1
+
+  def _on_capsule_death(self, capsule: int) -> None:
+    if dlpack_capsule._raw_capsule_is_valid(capsule, self._name):
+      self.deletes += 1
+
+  def __dlpack_device__(self) -> tuple[int, int]:
+    return self.reported_device
+
+  def __dlpack__(self, **kwargs: Any) -> Any:
+    del kwargs
+    return _capsule_new(ctypes.addressof(self._managed), self._name,
+                        ctypes.cast(self._destructor, ctypes.c_void_p).value)

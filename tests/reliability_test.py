@@ -1,0 +1,241 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Reliability: hostile producers, leaks, threads and source lifetimes.
+
+The loops are short by default; set JAX_PATCH_SOAK to a multiplier (say 20)
+for a longer soak.
+"""
+
+import gc
+import os
+import resource
+import threading
+import time
+from typing import Any
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import jax.numpy as jnp
+import numpy as np
+
+import jax_patch
+from jax_patch._src import conformance
+from jax_patch._src import dlpack
+from jax_patch._src import dlpack_capsule
+from tests import producers
+
+_SOAK = float(os.environ.get("JAX_PATCH_SOAK", "1"))
+_PAGE = resource.getpagesize()
+
+
+def _resident_bytes() -> int:
+  with open("/proc/self/statm") as statm:
+    return int(statm.read().split()[1]) * _PAGE
+
+
+class _Raising:
+  def __init__(self, error: BaseException):
+    self.error = error
+
+  def __dlpack_device__(self) -> tuple[int, int]:
+    return (1, 0)
+
+  def __dlpack__(self, **kwargs: Any) -> Any:
+    raise self.error
+
+
+class _Returning:
+  def __init__(self, value: Any, device: Any = (1, 0)):
+    self.value = value
+    self.device = device
+
+  def __dlpack_device__(self) -> Any:
+    return self.device
+
+  def __dlpack__(self, **kwargs: Any) -> Any:
+    return self.value
+
+
+class HostileProducerTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("buffer_error", BufferError("no")),
+      ("value_error", ValueError("no")),
+      ("runtime_error", RuntimeError("no")),
+  )
+  def test_producer_error_propagates_unchanged(self,
+                                               error: BaseException) -> None:
+    with self.assertRaises(type(error)) as raised:
+      dlpack.from_dlpack(_Raising(error))
+    self.assertIs(raised.exception, error)
+
+  def test_non_capsule_raises_type_error(self) -> None:
+    with self.assertRaisesRegex(TypeError, "not a DLPack capsule"):
+      dlpack.from_dlpack(_Returning(42))
+
+  def test_wrongly_named_capsule_raises_buffer_error(self) -> None:
+    capsule = producers._capsule_new(1, b"something_else", None)
+    with self.assertRaisesRegex(BufferError, "something_else"):
+      dlpack.from_dlpack(_Returning(capsule))
+
+  def test_consumed_capsule_raises_buffer_error(self) -> None:
+    source: Any = conformance.aligned_array((4,))  # pytype's NumPy lacks DLPack.
+    capsule = source.__dlpack__()
+    dlpack.from_dlpack(_Returning(capsule))
+    with self.assertRaisesRegex(BufferError, "already consumed"):
+      dlpack.from_dlpack(_Returning(capsule))
+
+  @parameterized.named_parameters(
+      ("negative_ndim", dict(ndim=-1), "ndim"),
+      ("absurd_ndim", dict(ndim=1000), "ndim"),
+      ("negative_dimension", dict(shape=(-4,)), "negative dimension"),
+      ("null_data", dict(data=0), "null data"),
+      ("unknown_dtype_code", dict(dtype=(99, 32)), "not supported"),
+      ("unknown_dtype_bits", dict(dtype=(2, 7)), "not supported"),
+  )
+  def test_inconsistent_tensor_raises_and_releases_once(
+      self, overrides: dict[str, Any], message: str) -> None:
+    for versioned in (True, False):
+      producer = producers.CraftedProducer(
+          conformance.aligned_array((4,)), versioned=versioned, **overrides)
+      with self.assertRaisesRegex(BufferError, message):
+        dlpack.from_dlpack(producer)
+      gc.collect()
+      self.assertEqual(producer.deletes, 1, f"versioned={versioned}")
+
+  @parameterized.named_parameters(
+      ("string", "cpu"), ("one_number", 1), ("none", None),
+      ("unknown_type", (99, 0)),
+  )
+  def test_bad_dlpack_device_raises_unsupported_device(self,
+                                                       device: Any) -> None:
+    with self.assertRaises(jax_patch.UnsupportedDeviceError):
+      dlpack.from_dlpack(_Returning(None, device=device))
+
+  def test_capsule_on_another_device_than_reported_raises(self) -> None:
+    producer = producers.CraftedProducer(conformance.aligned_array((4,)),
+                                         device_type=3)
+    producer.reported_device = (1, 0)
+    with self.assertRaisesRegex(BufferError, "DLDeviceType 3"):
+      dlpack.from_dlpack(producer)
+    gc.collect()
+    self.assertEqual(producer.deletes, 1)
+
+
+def _loop(make: Any, count: int) -> None:
+  for _ in range(count):
+    make()
+
+
+class LeakTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("numpy_zero_copy",
+       lambda: dlpack.from_dlpack(conformance.aligned_array((64,)))),
+      ("numpy_copy", lambda: dlpack.from_dlpack(np.arange(64.0)[::2])),
+      ("numpy_read_only",
+       lambda: dlpack.from_dlpack(np.broadcast_to(np.float32(1), (64,)))),
+      ("export", lambda: dlpack_capsule.inspect(
+          dlpack.to_dlpack(jnp.ones(64), max_version=(1, 0)))),
+  )
+  def test_many_calls_keep_memory_and_objects_flat(self, make: Any) -> None:
+    count = int(20_000 * _SOAK)
+    _loop(make, 1_000)  # Warm caches and allocators.
+    gc.collect()
+    objects, live, resident = (len(gc.get_objects()),
+                               len(dlpack_capsule.live_tensors),
+                               _resident_bytes())
+    _loop(make, count)
+    gc.collect()
+    self.assertEqual(len(dlpack_capsule.live_tensors), live)
+    self.assertLess(len(gc.get_objects()) - objects, 200)
+    self.assertLess(_resident_bytes() - resident, 32 << 20)
+
+  def test_torch_imports_keep_memory_flat(self) -> None:
+    import torch  # pylint: disable=g-import-not-at-top
+    source = torch.arange(64, dtype=torch.float32)
+    make = lambda: dlpack.from_dlpack(source)
+    _loop(make, 1_000)
+    gc.collect()
+    objects, resident = len(gc.get_objects()), _resident_bytes()
+    _loop(make, int(20_000 * _SOAK))
+    gc.collect()
+    self.assertLess(len(gc.get_objects()) - objects, 200)
+    self.assertLess(_resident_bytes() - resident, 32 << 20)
+
+
+class ThreadTest(absltest.TestCase):
+
+  def test_eight_threads_import_and_export_correctly(self) -> None:
+    deadline = time.monotonic() + 2.0 * _SOAK
+    failures: list[str] = []
+    counts = [0] * 8
+
+    def work(index: int) -> None:
+      source = conformance.aligned_array((256,)) + index
+      try:
+        while time.monotonic() < deadline:
+          imported = dlpack.from_dlpack(source[::1 + index % 2])
+          expected = source[::1 + index % 2]
+          if not np.array_equal(np.asarray(imported), expected):
+            failures.append(f"thread {index}: wrong import")
+          exported = np.from_dlpack(
+              conformance.PreparedCapsule(
+                  dlpack.to_dlpack(imported, max_version=(1, 0))))
+          if not np.array_equal(exported, expected):
+            failures.append(f"thread {index}: wrong export")
+          counts[index] += 1
+      except Exception as err:  # pylint: disable=broad-except
+        failures.append(f"thread {index}: {type(err).__name__}: {err}")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for thread in threads:
+      thread.start()
+    for thread in threads:
+      thread.join()
+    self.assertEqual(failures, [])
+    self.assertTrue(all(counts), counts)
+
+  def test_deleter_called_from_another_thread_is_safe(self) -> None:
+    producer = producers.CraftedProducer(conformance.aligned_array((16,)))
+    holder = [dlpack.from_dlpack(producer, copy=False)]
+    thread = threading.Thread(target=holder.clear)
+    thread.start()
+    thread.join()
+    gc.collect()
+    self.assertEqual(producer.deletes, 1)
+
+
+class SourceLifetimeTest(absltest.TestCase):
+
+  def test_deleting_the_source_first_keeps_the_import_valid(self) -> None:
+    source = conformance.aligned_array((1024,))
+    imported = dlpack.from_dlpack(source, copy=False)
+    del source
+    gc.collect()
+    np.testing.assert_array_equal(np.asarray(imported), np.arange(1024))
+
+  def test_deleting_the_import_first_keeps_the_source_valid(self) -> None:
+    source = conformance.aligned_array((1024,))
+    imported = dlpack.from_dlpack(source, copy=False)
+    del imported
+    gc.collect()
+    source[0] = 5
+    self.assertEqual(source[0], 5)
+    np.testing.assert_array_equal(source[1:], np.arange(1, 1024))
+
+
+if __name__ == "__main__":
+  absltest.main()

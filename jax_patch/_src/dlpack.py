@@ -135,7 +135,7 @@ def from_dlpack(external_array: Any,
   stream = _consumer_stream(external_array, dl_device, source)
   capsule = _request_capsule(external_array, stream, copy)
   result = _import(capsule, source, dl_device[0], stream, copy,
-                   independent=copy is True and _may_alias(target, source))
+                   independent=copy is True)
   return _place(result, target, source)
 
 
@@ -178,11 +178,6 @@ def _copy_message(reason: str) -> str:
           "was passed. Pass copy=None to copy only when needed, or copy=True.")
 
 
-def _may_alias(target: dlpack_device.Target | None, source: Any) -> bool:
-  """Whether placing on ``target`` can leave data shared with ``source``."""
-  return target is None or source in dlpack_device.devices_of(target)
-
-
 def _place(result: Array, target: dlpack_device.Target | None,
            source: Any) -> Array:
   if dlpack_device.is_only(target, source):
@@ -205,7 +200,8 @@ def _from_jax_array(x: Array, target: dlpack_device.Target | None,
     raise CopyRequiredError(_copy_message(
         f"the array is on {dlpack_device.describe(x.sharding)} and "
         f"device={dlpack_device.describe(target)} asks to move it"))
-  if copy and dlpack_device.devices_of(target) & set(x.sharding.device_set):
+  if copy:
+    # device_put may alias across CPU devices: copy first, whatever target.
     x = _array_copy(x)
   return dlpack_device.place(x, target)
 
@@ -444,7 +440,7 @@ def _from_foreign_platform(external_array: Any, dl_device: tuple[int, int],
                              dl_device=dlpack_device.HOST_DL_DEVICE)
   host = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
   result = _import(capsule, host, _KDL_CPU, None, copy,
-                   independent=copy is True and _may_alias(target, host))
+                   independent=copy is True)
   return _place(result, target, host)
 
 

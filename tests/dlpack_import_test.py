@@ -16,7 +16,6 @@
 
 import gc
 import os
-import resource
 import tempfile
 from typing import Any
 
@@ -29,13 +28,9 @@ import jax_patch
 from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
+from tests import memory
 
-_PAGE = resource.getpagesize()
 
-
-def _resident_bytes() -> int:
-  with open("/proc/self/statm") as statm:
-    return int(statm.read().split()[1]) * _PAGE
 
 
 class _CapsuleNameRecorder:
@@ -66,11 +61,11 @@ class MemoryMappedImportTest(absltest.TestCase):
       weights = np.load(path, mmap_mode="r")
       with jax_patch.patched():
         jnp.from_dlpack(weights[:1], copy=False)  # First-call set-up.
-        before = _resident_bytes()
+        before = memory.resident_bytes()
         result = jnp.from_dlpack(weights, copy=False)
-        growth = _resident_bytes() - before
+        growth = memory.resident_bytes() - before
       self.assertEqual(result.unsafe_buffer_pointer(), weights.ctypes.data)
-      self.assertLessEqual(growth, 16 * _PAGE)  # not 1 GiB
+      self.assertLessEqual(growth, 16 * memory.PAGE)  # not 1 GiB
       del result, weights
 
 

@@ -20,7 +20,6 @@ for a longer soak.
 
 import gc
 import os
-import resource
 import threading
 import time
 from typing import Any
@@ -34,15 +33,11 @@ import jax_patch
 from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
+from tests import memory
 from tests import producers
 
 _SOAK = float(os.environ.get("JAX_PATCH_SOAK", "1"))
-_PAGE = resource.getpagesize()
 
-
-def _resident_bytes() -> int:
-  with open("/proc/self/statm") as statm:
-    return int(statm.read().split()[1]) * _PAGE
 
 
 class _Raising:
@@ -54,18 +49,6 @@ class _Raising:
 
   def __dlpack__(self, **kwargs: Any) -> Any:
     raise self.error
-
-
-class _Returning:
-  def __init__(self, value: Any, device: Any = (1, 0)):
-    self.value = value
-    self.device = device
-
-  def __dlpack_device__(self) -> Any:
-    return self.device
-
-  def __dlpack__(self, **kwargs: Any) -> Any:
-    return self.value
 
 
 class HostileProducerTest(parameterized.TestCase):
@@ -83,19 +66,19 @@ class HostileProducerTest(parameterized.TestCase):
 
   def test_non_capsule_raises_type_error(self) -> None:
     with self.assertRaisesRegex(TypeError, "not a DLPack capsule"):
-      dlpack.from_dlpack(_Returning(42))
+      dlpack.from_dlpack(conformance.PreparedCapsule(42))
 
   def test_wrongly_named_capsule_raises_buffer_error(self) -> None:
     capsule = producers._capsule_new(1, b"something_else", None)
     with self.assertRaisesRegex(BufferError, "something_else"):
-      dlpack.from_dlpack(_Returning(capsule))
+      dlpack.from_dlpack(conformance.PreparedCapsule(capsule))
 
   def test_consumed_capsule_raises_buffer_error(self) -> None:
     source: Any = conformance.aligned_array((4,))  # pytype's NumPy lacks DLPack.
     capsule = source.__dlpack__()
-    dlpack.from_dlpack(_Returning(capsule))
+    dlpack.from_dlpack(conformance.PreparedCapsule(capsule))
     with self.assertRaisesRegex(BufferError, "already consumed"):
-      dlpack.from_dlpack(_Returning(capsule))
+      dlpack.from_dlpack(conformance.PreparedCapsule(capsule))
 
   @parameterized.named_parameters(
       ("negative_ndim", dict(ndim=-1), "ndim"),
@@ -122,7 +105,7 @@ class HostileProducerTest(parameterized.TestCase):
   def test_bad_dlpack_device_raises_unsupported_device(self,
                                                        device: Any) -> None:
     with self.assertRaises(jax_patch.UnsupportedDeviceError):
-      dlpack.from_dlpack(_Returning(None, device=device))
+      dlpack.from_dlpack(conformance.PreparedCapsule(None, device=device))
 
   def test_capsule_on_another_device_than_reported_raises(self) -> None:
     producer = producers.CraftedProducer(conformance.aligned_array((4,)),
@@ -152,11 +135,11 @@ def _growth_over_second_half(make: Any, count: int) -> tuple[int, int, int]:
   _loop(make, count // 2)
   gc.collect()
   before = (len(gc.get_objects()), len(dlpack_capsule.live_tensors),
-            _resident_bytes())
+            memory.resident_bytes())
   _loop(make, count // 2)
   gc.collect()
   after = (len(gc.get_objects()), len(dlpack_capsule.live_tensors),
-           _resident_bytes())
+           memory.resident_bytes())
   return after[0] - before[0], after[1] - before[1], after[2] - before[2]
 
 

@@ -197,13 +197,18 @@ class ForeignDeviceProducer:
 
 
 class PreparedCapsule:
-  """Hands out one capsule made beforehand, to whichever consumer asks."""
+  """Hands out one capsule made beforehand, to whichever consumer asks.
 
-  def __init__(self, capsule: Any):
+  ``capsule`` and ``device`` (what ``__dlpack_device__`` says) need not be
+  valid: hostile-producer tests hand out garbage through it.
+  """
+
+  def __init__(self, capsule: Any, device: Any = (1, 0)):
     self.capsule = capsule
+    self.device = device
 
-  def __dlpack_device__(self) -> tuple[int, int]:
-    return (1, 0)
+  def __dlpack_device__(self) -> Any:
+    return self.device
 
   def __dlpack__(self, **kwargs: Any) -> Any:
     del kwargs

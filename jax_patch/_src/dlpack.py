@@ -302,12 +302,15 @@ def _import(capsule: Any, source: Any, dl_device_type: int,
             "from_dlpack: jaxlib copied the data although copy=False was "
             "passed.")
       return result
+  # `capsule` owns the producer's memory, which a copy reads: it stays alive
+  # until this function returns.
+  info = dlpack_capsule.inspect(capsule)
   if (not aligned and copy is not False and dtype is not None
       and canonical == dtype and dlpack_compat.JAXLIB_COPIES_UNALIGNED):
-    result = _import_small_unaligned(capsule, source)
+    result = _import_small_unaligned(capsule, info, source)
     if result is not None:
       return result
-  return _import_host_copy(capsule, source, copy, refusal)
+  return _import_host_copy(info, source, copy, refusal)
 
 
 # Below this size jaxlib's own copy of unaligned data is the cheapest; above
@@ -315,9 +318,12 @@ def _import(capsule: Any, source: Any, dl_device_type: int,
 _JAXLIB_COPY_MAX_BYTES = 1 << 16
 
 
-def _import_small_unaligned(capsule: Any, source: Any) -> Any | None:
-  """Lets jaxlib copy a small unaligned host tensor; ``None`` if it won't."""
-  info = dlpack_capsule.inspect(capsule)
+def _import_small_unaligned(capsule: Any, info: dlpack_capsule.TensorInfo,
+                            source: Any) -> Any | None:
+  """Lets jaxlib copy a small unaligned host tensor; ``None`` if it won't.
+
+  ``info`` is what ``capsule`` describes.
+  """
   if (info.dtype is None
       or info.size * info.dtype.itemsize > _JAXLIB_COPY_MAX_BYTES
       or not _is_compact(info.shape, info.strides)):
@@ -360,17 +366,16 @@ def _is_compact(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
   return True
 
 
-def _import_host_copy(capsule: Any, source: Any, copy: bool | None,
-                      refusal: str | None) -> Any:
+def _import_host_copy(info: dlpack_capsule.TensorInfo, source: Any,
+                      copy: bool | None, refusal: str | None) -> Any:
   """Copies a host tensor once, into memory jaxlib then aliases.
 
-  ``capsule`` owns the producer's memory, which the copy reads: the caller
-  keeps it alive until this returns.
+  The capsule ``info`` was read from owns the producer's memory, which the
+  copy reads: the caller keeps it alive until this returns.
 
   Args:
     refusal: why jaxlib refused to alias the tensor, if it was asked.
   """
-  info = dlpack_capsule.inspect(capsule)
   if info.dtype is None:
     raise BufferError(
         f"from_dlpack: DLPack dtype (code, bits, lanes) = {info.dl_dtype} is "

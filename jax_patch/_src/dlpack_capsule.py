@@ -107,8 +107,6 @@ def _capsule_api(name: str, restype: Any, *argtypes: Any) -> Any:
   return prototype((name, ctypes.pythonapi))
 
 
-_capsule_is_valid = _capsule_api(
-    "PyCapsule_IsValid", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
 _capsule_get_name = _capsule_api(
     "PyCapsule_GetName", ctypes.c_char_p, ctypes.py_object)
 _capsule_get_pointer = _capsule_api(
@@ -227,11 +225,11 @@ def _managed_tensor_address(capsule: Any) -> tuple[bool, int]:
     raise TypeError(
         f"__dlpack__ returned a {type(capsule).__name__}, not a DLPack "
         "capsule.")
-  for versioned, valid_name in ((False, LEGACY_NAME),
-                                (True, VERSIONED_NAME)):
-    if _capsule_is_valid(capsule, valid_name):
-      return versioned, _capsule_get_pointer(capsule, valid_name)
   name = capsule_name(capsule)
+  if name == LEGACY_NAME:
+    return False, _capsule_get_pointer(capsule, _LEGACY_NAME_PTR)
+  if name == VERSIONED_NAME:
+    return True, _capsule_get_pointer(capsule, _VERSIONED_NAME_PTR)
   if name in (USED_LEGACY_NAME, USED_VERSIONED_NAME):
     raise BufferError(
         "The DLPack capsule was already consumed; call __dlpack__ again for a "
@@ -412,15 +410,18 @@ assert _HEADER_SIZE + _TENSOR_SIZE == ctypes.sizeof(_DLManagedTensorVersioned)
 _TENSOR_BYTES = ctypes.c_char * _TENSOR_SIZE
 _VERSIONED_BYTES = ctypes.c_char * (_HEADER_SIZE + _TENSOR_SIZE)
 _LegacyBytes = ctypes.c_char * ctypes.sizeof(_DLManagedTensor)
-_VersionedBytes = _VERSIONED_BYTES
 
 
 def to_legacy(
     capsule: Any) -> tuple[Any, int, int, int, tuple[int, int, int]]:
   """Takes over ``capsule`` as a 0.x capsule, reading only what imports need.
 
-  The fast path of :func:`inspect` plus :func:`as_legacy_capsule`: it skips
-  shape and strides, which jaxlib checks itself.
+  The import's fast path: unlike :func:`inspect`, it reads no strides,
+  which jaxlib checks itself. A 1.x capsule is renamed
+  ``"used_dltensor_versioned"`` (it no longer owns the tensor) and a new 0.x
+  capsule points at the same data; the producer's deleter runs exactly once,
+  when the new capsule's consumer releases the tensor, or when the new
+  capsule dies unconsumed.
 
   Returns:
     ``(legacy_capsule, flags, address, device_type, (code, bits, lanes))``:
@@ -431,15 +432,11 @@ def to_legacy(
   Raises:
     TypeError, BufferError: as :func:`inspect`.
   """
-  name = _capsule_get_name(capsule) if is_capsule(capsule) else None
-  if name == LEGACY_NAME:
-    address = _capsule_get_pointer(capsule, _LEGACY_NAME_PTR)
+  versioned, address = _managed_tensor_address(capsule)
+  if not versioned:
     fields = _TENSOR_FIELDS.unpack(_TENSOR_BYTES.from_address(address))
     _check_fields(fields)
     return capsule, 0, fields[0] + fields[9], fields[1], fields[4:7]
-  if name != VERSIONED_NAME:
-    inspect(capsule)  # Raises the error that fits.
-  address = _capsule_get_pointer(capsule, _VERSIONED_NAME_PTR)
   raw = _VERSIONED_BYTES.from_address(address)
   major, _, _, deleter, flags = _VERSIONED_HEADER.unpack_from(raw)
   if major > MAX_VERSION[0]:
@@ -475,18 +472,6 @@ def numpy_dtype(dl_dtype: tuple[int, int, int]) -> np.dtype[Any] | None:
   return _DTYPES.get(dl_dtype[:2]) if dl_dtype[2] == 1 else None
 
 
-def as_legacy_capsule(capsule: Any) -> Any:
-  """Returns a 0.x capsule for the same tensor, taking over ``capsule``.
-
-  A 0.x capsule is returned unchanged. A 1.x capsule is renamed
-  ``"used_dltensor_versioned"`` (it no longer owns the tensor) and a new 0.x
-  capsule is returned that points at the same data. The producer's deleter
-  runs exactly once, when the new capsule's consumer releases the tensor, or
-  when the new capsule dies unconsumed.
-  """
-  return to_legacy(capsule)[0]
-
-
 def as_versioned_capsule(capsule: Any, version: tuple[int, int],
                          flags: int) -> Any:
   """Returns a 1.x capsule for the tensor of a 0.x one, taking it over.
@@ -500,15 +485,15 @@ def as_versioned_capsule(capsule: Any, version: tuple[int, int],
     version: the ``(1, minor)`` to stamp on the new capsule.
     flags: the 1.x flags (``FLAG_READ_ONLY``, ``FLAG_IS_COPIED``).
   """
-  if not is_capsule(capsule) or _capsule_get_name(capsule) != LEGACY_NAME:
+  versioned, address = _managed_tensor_address(capsule)
+  if versioned:
     raise ValueError("as_versioned_capsule takes a 0.x capsule.")
-  address = _capsule_get_pointer(capsule, _LEGACY_NAME_PTR)
   raw = bytes(_LegacyBytes.from_address(address))
   _, deleter = _LEGACY_TAIL.unpack_from(raw, _TENSOR_SIZE)
-  versioned = _VersionedBytes.from_buffer_copy(
+  managed = _VERSIONED_BYTES.from_buffer_copy(
       _VERSIONED_HEADER.pack(version[0], version[1], address,
                              _DELETER_ADDRESS, flags) + raw[:_TENSOR_SIZE])
-  return _own(versioned, _VERSIONED_NAME_PTR, VERSIONED_NAME, capsule,
+  return _own(managed, _VERSIONED_NAME_PTR, VERSIONED_NAME, capsule,
               _USED_LEGACY_NAME_PTR, _producer_release(deleter, address))
 
 

@@ -21,27 +21,44 @@ import sys
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import numpy as np
 from jax._src import dlpack as upstream
 
 from jax_patch._src import dlpack
 
-_PUBLIC_NAMES = ("from_dlpack", "to_dlpack", "is_supported_dtype",
-                 "SUPPORTED_DTYPES", "SUPPORTED_DTYPES_SET", "DLPACK_VERSION",
-                 "MIN_DLPACK_VERSION", "DLDeviceType")
+# Every public name jax/_src/dlpack.py has had from JAX 0.4.35 to 0.10.2.
+_PUBLIC_NAMES = ("from_dlpack", "to_dlpack", "SUPPORTED_DTYPES",
+                 "DLPACK_VERSION", "MIN_DLPACK_VERSION", "DLDeviceType",
+                 # From JAX 0.7.
+                 "is_supported_dtype", "SUPPORTED_DTYPES_SET")
 
 
 class DropInTest(parameterized.TestCase):
 
   @parameterized.parameters(*_PUBLIC_NAMES)
-  def test_defines_upstream_public_name(self, name: str) -> None:
-    self.assertTrue(hasattr(upstream, name), f"upstream lost {name}")
+  def test_defines_public_name_of_every_version(self, name: str) -> None:
     self.assertTrue(hasattr(dlpack, name), f"the patch lacks {name}")
+
+  def test_defines_every_public_name_upstream_has(self) -> None:
+    tree = ast.parse(pathlib.Path(upstream.__file__).read_text())
+    defined = set()
+    for node in tree.body:
+      if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        defined.add(node.name)
+      elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        defined |= {t.id for t in targets if isinstance(t, ast.Name)}
+    # jax/_src/array.py imports DLDeviceType from it.
+    public = {name for name in defined if not name.startswith("_")}
+    self.assertContainsSubset(public | {"DLDeviceType"}, set(_PUBLIC_NAMES))
 
   def test_device_type_enum_is_upstreams(self) -> None:
     self.assertIs(dlpack.DLDeviceType, getattr(upstream, "DLDeviceType"))
 
-  def test_supported_dtypes_match_upstream(self) -> None:
-    self.assertEqual(dlpack.SUPPORTED_DTYPES_SET, upstream.SUPPORTED_DTYPES_SET)
+  def test_supported_dtypes_are_upstreams_objects(self) -> None:
+    self.assertEqual(dlpack.SUPPORTED_DTYPES, upstream.SUPPORTED_DTYPES)
+    self.assertEqual(dlpack.SUPPORTED_DTYPES_SET,
+                     {np.dtype(t) for t in upstream.SUPPORTED_DTYPES})
 
   @parameterized.parameters("from_dlpack", "to_dlpack")
   def test_accepts_every_upstream_parameter_in_order(self, name: str) -> None:

@@ -43,6 +43,7 @@ import jax
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jax_patch._src import dlpack_capsule
+from jax_patch._src import dlpack_compat
 
 FromDLPack = Callable[..., Any]
 
@@ -267,13 +268,27 @@ def copy_false_aligned_shares(from_dlpack: FromDLPack) -> str:
   return "shares"
 
 
-@_case("copy=False on transposed input shares memory with the source")
+@_case("copy=False on transposed input shares memory with the source "
+       "(jaxlib 0.6.1 to 0.7.2, which cannot alias it: raises)")
 def copy_false_transposed_shares(from_dlpack: FromDLPack) -> str:
   base = aligned_array((4, 4))
+  if not dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT:
+    return _copy_false_refuses(from_dlpack, base.T)
   result = from_dlpack(base.T, copy=False)
   base[0, 0] = _SENTINEL
   assert np.asarray(result)[0, 0] == _SENTINEL, "the result did not share"
   return "shares"
+
+
+@_case("transposed and permuted input imports with the right values")
+def transposed_values_are_right(from_dlpack: FromDLPack) -> str:
+  for source in (aligned_array((4, 4)).T,
+                 aligned_array((2, 3, 4)).transpose(1, 2, 0)):
+    expected = np.array(source)
+    result = from_dlpack(source)
+    np.testing.assert_array_equal(np.asarray(result), expected,
+                                  f"strides {source.strides} read wrongly")
+  return "x.T and a 3-d permutation"
 
 
 def _copy_false_refuses(from_dlpack: FromDLPack,

@@ -31,7 +31,6 @@ import numpy as np
 from jax._src import array
 from jax._src import dtypes
 from jax._src.lax.lax import _array_copy
-from jax._src.numpy import scalar_types as jnp_types
 from jax._src.sharding import Sharding
 from jax._src.typing import Array, DLDeviceType, DTypeLike
 from jax_patch._src import dlpack_capsule
@@ -55,6 +54,8 @@ __all__ = [
 DLPACK_VERSION = dlpack_capsule.MAX_VERSION
 MIN_DLPACK_VERSION = (0, 5)
 
+jnp_types = dlpack_compat.scalar_types
+
 # Look this set up with a scalar type, not a dtype instance: their hashes
 # differ.
 SUPPORTED_DTYPES: frozenset[DTypeLike] = frozenset({
@@ -67,8 +68,8 @@ SUPPORTED_DTYPES: frozenset[DTypeLike] = frozenset({
 SUPPORTED_DTYPES_SET: frozenset[np.dtype[Any]] = frozenset(
     {np.dtype(dt) for dt in SUPPORTED_DTYPES})
 
-_KDL_CPU = int(DLDeviceType.kDLCPU)
-_KDL_CUDA_HOST = int(DLDeviceType.kDLCUDAHost)
+_KDL_CPU = dlpack_device.KDL_CPU
+_KDL_CUDA_HOST = dlpack_device.KDL_CUDA_HOST
 
 
 def is_supported_dtype(dtype: DTypeLike) -> bool:
@@ -285,12 +286,13 @@ def _import(capsule: Any, source: Any, dl_device_type: int,
   dtype = dlpack_capsule.numpy_dtype(dl_dtype)
   canonical = None if dtype is None else _canonical_dtype(dtype)
   if dl_device_type != _KDL_CPU:
-    return _import_device(capsule, source, dl_device_type, stream, dtype,
+    return _import_device(capsule, source, dl_device_type, stream, dl_dtype,
                           canonical, copy, independent)
   refusal = None
   aligned = not address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT
   # jaxlib's refusal costs an exception: skip asking when it will refuse.
-  if aligned and not independent and dtype is not None and canonical == dtype:
+  if (aligned and not independent and dtype is not None and canonical == dtype
+      and _jaxlib_reads_as_is(capsule, dl_dtype)):
     try:
       result = dlpack_compat.import_legacy_capsule(capsule, source, None,
                                                    _KDL_CPU)
@@ -306,11 +308,26 @@ def _import(capsule: Any, source: Any, dl_device_type: int,
   # until this function returns.
   info = dlpack_capsule.inspect(capsule)
   if (not aligned and copy is not False and dtype is not None
-      and canonical == dtype and dlpack_compat.JAXLIB_COPIES_UNALIGNED):
+      and canonical == dtype and dlpack_compat.JAXLIB_COPIES_UNALIGNED
+      and _jaxlib_reads_as_is(capsule, dl_dtype)):
     result = _import_small_unaligned(capsule, info, source)
     if result is not None:
       return result
   return _import_host_copy(info, source, copy, refusal)
+
+
+def _jaxlib_reads_as_is(capsule: Any, dl_dtype: tuple[int, int, int]) -> bool:
+  """Whether this jaxlib reads the tensor's dtype and layout correctly.
+
+  Alignment and x64 canonicalisation aside: the float8 types need jaxlib
+  0.5.3, and jaxlib 0.6.1 to 0.7.2 read only row-major layouts right.
+  """
+  if not dlpack_compat.jaxlib_knows_type_code(dl_dtype[0]):
+    return False
+  if dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT:
+    return True
+  info = dlpack_capsule.inspect(capsule)
+  return _is_row_major(info.shape, info.strides)
 
 
 # Below this size jaxlib's own copy of unaligned data is the cheapest; above
@@ -353,7 +370,28 @@ def _why_host_copy(info: dlpack_capsule.TensorInfo,
   if not _is_compact(info.shape, info.strides):
     return (f"strides {info.strides} (in elements, for shape {info.shape}) "
             "are not a compact layout")
+  return _why_jaxlib_cannot_read(info)
+
+
+def _why_jaxlib_cannot_read(info: dlpack_capsule.TensorInfo) -> str | None:
+  """Says why this jaxlib cannot import the tensor as it is, if it cannot."""
+  if not dlpack_compat.jaxlib_knows_type_code(info.dl_dtype[0]):
+    return f"jaxlib before 0.5.3 cannot import {info.dtype} through DLPack"
+  if (not dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT
+      and not _is_row_major(info.shape, info.strides)):
+    return (f"jaxlib 0.6.1 to 0.7.2 cannot alias strides {info.strides} (in "
+            f"elements, for shape {info.shape}): only row-major layouts")
   return None
+
+
+def _is_row_major(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+  """Whether the strides are C order; a dimension of size 1 has any stride."""
+  expected = 1
+  for dim, stride in zip(reversed(shape), reversed(strides)):
+    if dim != 1 and stride != expected:
+      return False
+    expected *= dim
+  return True
 
 
 def _is_compact(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
@@ -387,8 +425,18 @@ def _import_host_copy(info: dlpack_capsule.TensorInfo, source: Any,
     raise CopyRequiredError(_copy_message(reason))
   copied = _aligned_empty(info.shape, canonical)
   np.copyto(copied, dlpack_capsule.host_view(info), casting="unsafe")
-  return dlpack_compat.import_legacy_capsule(
-      dlpack_capsule.capsule_for_host_array(copied), source, None, _KDL_CPU)
+  return _adopt_host_copy(copied, source)
+
+
+def _adopt_host_copy(copied: np.ndarray[Any, Any], source: Any) -> Any:
+  """Hands an aligned array nothing else references to JAX on ``source``."""
+  code = dlpack_capsule.dl_type_code(copied.dtype)
+  if code is not None and dlpack_compat.jaxlib_knows_type_code(code):
+    return dlpack_compat.import_legacy_capsule(
+        dlpack_capsule.capsule_for_host_array(copied), source, None, _KDL_CPU)
+  # DLPack cannot carry this dtype into an older jaxlib; JAX's own transfer
+  # can, and may alias the copy, which nothing else writes.
+  return dlpack_device.place(copied, source)
 
 
 def _aligned_empty(shape: tuple[int, ...],
@@ -403,13 +451,23 @@ def _aligned_empty(shape: tuple[int, ...],
 
 
 def _import_device(capsule: Any, source: Any, dl_device_type: int,
-                   stream: int | None, dtype: np.dtype[Any] | None,
+                   stream: int | None, dl_dtype: tuple[int, int, int],
                    canonical: np.dtype[Any] | None, copy: bool | None,
                    independent: bool) -> Any:
   """Imports an accelerator tensor; copies, when needed, on the device."""
+  dtype = dlpack_capsule.numpy_dtype(dl_dtype)
   if copy is False and canonical != dtype:
     raise CopyRequiredError(_copy_message(
         f"dtype {dtype} becomes {canonical} with jax_enable_x64 off"))
+  if not _jaxlib_reads_as_is(capsule, dl_dtype):
+    # Asking anyway could import the data permuted (jaxlib 0.6.1 to 0.7.1).
+    reason = (_why_jaxlib_cannot_read(dlpack_capsule.inspect(capsule))
+              or "this jaxlib cannot read it")
+    if copy is False:
+      raise CopyRequiredError(_copy_message(reason))
+    raise BufferError(
+        f"from_dlpack: cannot import this {source.platform} tensor: {reason}."
+        " Make it row-major in the producer first.")
   try:
     result = dlpack_compat.import_legacy_capsule(capsule, source, stream,
                                                  dl_device_type)
@@ -494,9 +552,7 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
     src_device = dlpack_device.single_device(x, "to_dlpack")
   exported, device, copied = _export_placement(x, src_device, dl_device, copy)
   _check_export_stream(stream, device)
-  # -1 asks for no synchronisation, which is what jaxlib does without one.
-  capsule = dlpack_compat.export_legacy_capsule(
-      exported.addressable_data(0), None if stream == -1 else stream)
+  capsule = _export_capsule(exported, device, stream)
   if max_version is None or tuple(max_version) < (1, 0):
     return capsule
   flags = (dlpack_capsule.FLAG_IS_COPIED if copied
@@ -504,6 +560,28 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
   version = min(tuple(max_version), dlpack_capsule.MAX_VERSION)
   return dlpack_capsule.as_versioned_capsule(
       capsule, (version[0], version[1]), flags)
+
+
+def _export_capsule(x: Any, device: Any, stream: int | Any | None) -> Any:
+  """Returns a 0.x capsule aliasing the buffer of single-device ``x``."""
+  buffer = x.addressable_data(0)
+  code = dlpack_capsule.dl_type_code(x.dtype)
+  if code is None or dlpack_compat.jaxlib_knows_type_code(code):
+    # -1 asks for no synchronisation, which is what jaxlib does without one.
+    return dlpack_compat.export_legacy_capsule(
+        buffer, None if stream == -1 else stream)
+  if device.platform != "cpu":
+    raise BufferError(
+        f"to_dlpack: jaxlib before 0.5.3 cannot export {x.dtype} from "
+        f"{device}.")
+  # jaxlib before 0.5.3 has no DLPack code for float8. A CPU buffer's NumPy
+  # view aliases it, waits until it is ready and keeps it alive.
+  view = np.asarray(buffer)
+  if view.ctypes.data != buffer.unsafe_buffer_pointer():
+    raise BufferError(
+        f"to_dlpack: this jaxlib cannot export {x.dtype} without a copy.")
+  return dlpack_capsule.capsule_for_host_array(
+      view, device.local_hardware_id or 0)
 
 
 def _export_placement(x: Any, src_device: Any,

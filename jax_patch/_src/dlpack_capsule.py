@@ -511,11 +511,22 @@ def _own(managed: Any, name: ctypes.c_char_p, name_value: bytes,
   return converted
 
 
-def capsule_for_host_array(array: np.ndarray[Any, Any]) -> Any:
+def dl_type_code(dtype: np.dtype[Any]) -> int | None:
+  """DLPack's type code for a NumPy dtype, or ``None`` if it has none."""
+  code_bits = _DL_DTYPES.get(dtype)
+  return None if code_bits is None else code_bits[0]
+
+
+def capsule_for_host_array(array: np.ndarray[Any, Any],
+                           device_id: int = 0) -> Any:
   """Returns a 0.x capsule on the CPU that keeps ``array`` alive.
 
   Unlike ``array.__dlpack__()``, it accepts the ml_dtypes dtypes (bfloat16,
   float8) that NumPy refuses to export.
+
+  Args:
+    array: the data; the capsule aliases it.
+    device_id: the ``kDLCPU`` device id to record.
 
   Raises:
     BufferError: ``array``'s dtype has no DLPack equivalent.
@@ -532,8 +543,8 @@ def capsule_for_host_array(array: np.ndarray[Any, Any]) -> Any:
   strides_address = shape_address + 8 * ndim
   struct.pack_into(
       f"={_TENSOR_FIELDS.format[1:]}QQ{2 * ndim}q", storage, 0,
-      array.ctypes.data, KDL_CPU, 0, ndim, code_bits[0], code_bits[1], 1,
-      shape_address if ndim else 0, strides_address if ndim else 0, 0,
+      array.ctypes.data, KDL_CPU, device_id, ndim, code_bits[0],
+      code_bits[1], 1, shape_address if ndim else 0, strides_address if ndim else 0, 0,
       0, _DELETER_ADDRESS, *array.shape,
       *(s // array.itemsize for s in array.strides))
   return _new_capsule(address, _LEGACY_NAME_PTR, LEGACY_NAME,

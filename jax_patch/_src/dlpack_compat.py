@@ -16,25 +16,76 @@
 
 This is the only module that reads version numbers. Each gate compares the
 extension version jaxlib reports, never a version string, and never catches
-an error to guess which shape an API has.
+an error to guess which shape an API has. Where the same name works on every
+supported version (``xla_client._xla`` for the binding module,
+``xla_client.XlaRuntimeError`` for its error), there is no gate at all.
+
+Supported: jax and jaxlib 0.4.35 to 0.10.2. JAX pins jaxlib to at most its
+own version and at least its minimum, which for every change gated here is
+the release that made it, so a jaxlib number also bounds the JAX beside it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jax._src import core
+from jax._src import lib
 from jax._src import xla_bridge
-from jax._src.lib import _jax
-from jax._src.lib import jaxlib_extension_version
+from jax._src.lib import xla_client
 
-# jaxlib 0.10.2: dlpack_managed_tensor_to_buffer takes dl_device_type.
-_BINDING_TAKES_DL_DEVICE_TYPE = jaxlib_extension_version >= 467
-# jaxlib 0.8.1: dlpack_managed_tensor_to_buffer takes copy.
-_BINDING_TAKES_COPY = jaxlib_extension_version >= 384
+# jax._src.lib names the number xla_extension_version up to JAX 0.5 and
+# jaxlib_extension_version from 0.6 on; both are jaxlib's xla_client._version.
+EXTENSION_VERSION: int = (getattr(lib, "jaxlib_extension_version", None)
+                          or getattr(lib, "xla_extension_version"))
 
-# The error jaxlib raises when a runtime call fails.
-RuntimeErrorType: type[Exception] = _jax.JaxRuntimeError
+# The jaxlib releases that changed what this patch uses, by extension version
+# (each measured on the release's wheel).
+JAXLIB_0_4_35 = 293  # The oldest supported.
+JAXLIB_0_5_1 = 317  # jax 0.5.1 moved the jnp scalar types to scalar_types.
+JAXLIB_0_5_3 = 320  # DLPack import and export know the float8 types.
+JAXLIB_0_6_1 = 342  # Import ignores strides: x.T comes back transposed.
+JAXLIB_0_8_0 = 380  # Import reads strides again (0.7.2 refused them).
+JAXLIB_0_8_1 = 384  # dlpack_managed_tensor_to_buffer takes copy.
+JAXLIB_0_10_2 = 467  # dlpack_managed_tensor_to_buffer takes dl_device_type.
+
+_BINDING_TAKES_DL_DEVICE_TYPE = EXTENSION_VERSION >= JAXLIB_0_10_2
+_BINDING_TAKES_COPY = EXTENSION_VERSION >= JAXLIB_0_8_1
+
+# Whether jaxlib aliases every compact layout (a transposed array, say). From
+# 0.6.1 to 0.7.1 it aliases them but reads the data as row-major, so the
+# values come out permuted; 0.7.2 refuses them. Those get only row-major
+# tensors.
+JAXLIB_ALIASES_ANY_COMPACT_LAYOUT = not (
+    JAXLIB_0_6_1 <= EXTENSION_VERSION < JAXLIB_0_8_0)
+
+_JAXLIB_HAS_DLPACK_FLOAT8 = EXTENSION_VERSION >= JAXLIB_0_5_3
+# DLPack's type codes for the float8 types.
+_FLOAT8_TYPE_CODES = frozenset(range(7, 15))
+
+
+def jaxlib_knows_type_code(code: int) -> bool:
+  """Whether jaxlib's DLPack import and export know a DLPack type code."""
+  return _JAXLIB_HAS_DLPACK_FLOAT8 or code not in _FLOAT8_TYPE_CODES
+
+if TYPE_CHECKING:
+  # stubs/jaxlib/_jax.pyi describes every shape the binding has had.
+  from jaxlib import _jax as _binding
+else:
+  # xla_extension up to jaxlib 0.6.0, _jax after; xla_client names it _xla
+  # in both.
+  _binding = xla_client._xla  # pylint: disable=protected-access
+
+# The error jaxlib raises when a runtime call fails (JaxRuntimeError from
+# jaxlib 0.8, which xla_client still exports under this name).
+RuntimeErrorType: type[Exception] = xla_client.XlaRuntimeError
+
+# The module defining jnp.int8, jnp.bfloat16, ...: jax._src.dlpack's
+# SUPPORTED_DTYPES holds those objects.
+if EXTENSION_VERSION >= JAXLIB_0_5_1:
+  from jax._src.numpy import scalar_types as scalar_types  # type: ignore[attr-defined,unused-ignore]
+else:
+  from jax._src.numpy import lax_numpy as scalar_types  # type: ignore[no-redef,unused-ignore]
 
 
 def import_legacy_capsule(capsule: Any, device: Any, stream: int | None,
@@ -73,21 +124,23 @@ def import_copying_unaligned(capsule: Any, device: Any,
 def _import(capsule: Any, device: Any, stream: int | None,
             dl_device_type: int, copy: bool | None) -> Any:
   if _BINDING_TAKES_DL_DEVICE_TYPE:
-    return _jax.dlpack_managed_tensor_to_buffer(
+    return _binding.dlpack_managed_tensor_to_buffer(
         capsule, device, stream, copy, dl_device_type)
   if _BINDING_TAKES_COPY:
-    return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy)
-  return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream)
+    return _binding.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy)
+  return _binding.dlpack_managed_tensor_to_buffer(capsule, device, stream)
 
 
 def export_legacy_capsule(buffer: Any, stream: int | Any | None) -> Any:
   """Returns a DLPack 0.x capsule aliasing a single-device ``ArrayImpl``."""
-  return _jax.buffer_to_dlpack_managed_tensor(buffer, stream=stream)
+  return _binding.buffer_to_dlpack_managed_tensor(buffer, stream=stream)
 
 
 def is_tracing() -> bool:
   """Whether a JAX transformation (jit, vmap, grad, ...) is being traced."""
-  return not core.trace_ctx.is_top_level()
+  # trace_state_clean is the same question on every version, before and
+  # after JAX 0.4.36 replaced the trace stack with a trace context.
+  return not core.trace_state_clean()
 
 # jaxlib aliases host memory only at this alignment (XLA's CPU minimum).
 CPU_ZERO_COPY_ALIGNMENT = 64

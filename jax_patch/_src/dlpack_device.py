@@ -33,14 +33,21 @@ from jax_patch._src import dlpack_errors
 Device = Any
 Target = Union[Device, Sharding]
 
+# DLPack's device type codes, as dlpack.h numbers them. Upstream's
+# DLDeviceType enum has only some of them (kDLCUDAHost from JAX 0.10).
+KDL_CPU = 1
+KDL_CUDA = 2
+KDL_CUDA_HOST = 3
+KDL_ROCM = 10
+
 DL_DEVICE_TO_PLATFORM: dict[int, str] = {
-    DLDeviceType.kDLCPU: "cpu",
-    DLDeviceType.kDLCUDA: "cuda",
-    DLDeviceType.kDLCUDAHost: "cuda",
-    DLDeviceType.kDLROCM: "rocm",
+    KDL_CPU: "cpu",
+    KDL_CUDA: "cuda",
+    KDL_CUDA_HOST: "cuda",
+    KDL_ROCM: "rocm",
 }
 
-HOST_DL_DEVICE = (int(DLDeviceType.kDLCPU), 0)
+HOST_DL_DEVICE = (KDL_CPU, 0)
 
 
 def check_target(device: object) -> Target | None:
@@ -186,7 +193,18 @@ def single_device(x: Any, caller: str) -> Device:
   return device
 
 
-def dlpack_device_of_array(x: Any) -> tuple[DLDeviceType, int]:
+def _device_type(code: int) -> DLDeviceType | int:
+  """Upstream's enum member for ``code``, or the bare code if it has none."""
+  member: DLDeviceType | None = DLDeviceType.__members__.get(
+      _DEVICE_TYPE_NAMES[code])
+  return code if member is None else member
+
+
+_DEVICE_TYPE_NAMES = {KDL_CPU: "kDLCPU", KDL_CUDA: "kDLCUDA",
+                      KDL_CUDA_HOST: "kDLCUDAHost", KDL_ROCM: "kDLROCM"}
+
+
+def dlpack_device_of_array(x: Any) -> tuple[DLDeviceType | int, int]:
   """``jax.Array.__dlpack_device__``: the DLPack device of ``x``'s buffer.
 
   Unlike upstream, a CPU array reports its own device's hardware id, so a
@@ -199,16 +217,16 @@ def dlpack_device_of_array(x: Any) -> tuple[DLDeviceType, int]:
   device = single_device(x, "__dlpack_device__")
   hardware_id = device.local_hardware_id
   if device.platform == "cpu":
-    return DLDeviceType.kDLCPU, hardware_id or 0
+    return _device_type(KDL_CPU), hardware_id or 0
   if device.platform != "gpu" or hardware_id is None:
     raise BufferError(
         f"__dlpack_device__: DLPack has no device type for {device}.")
   platform_version = device.client.platform_version
   if "rocm" in platform_version:
-    return DLDeviceType.kDLROCM, hardware_id
+    return _device_type(KDL_ROCM), hardware_id
   if "cuda" not in platform_version:
     raise BufferError(
         f"__dlpack_device__: unknown GPU platform {platform_version!r}.")
   if x.sharding.memory_kind == "pinned_host":
-    return DLDeviceType.kDLCUDAHost, hardware_id
-  return DLDeviceType.kDLCUDA, hardware_id
+    return _device_type(KDL_CUDA_HOST), hardware_id
+  return _device_type(KDL_CUDA), hardware_id

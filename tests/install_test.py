@@ -16,8 +16,10 @@
 
 import types
 from typing import Any
+import warnings
 
 from absl.testing import absltest
+from absl.testing import parameterized
 import jax
 import jax.dlpack
 import jax.numpy as jnp
@@ -32,10 +34,22 @@ from jax_patch._src import dlpack_device
 from jax_patch._src import install
 
 
+def _public_to_dlpack(module_name: str) -> Any:
+  """``to_dlpack`` as the JAX module serves it; ``None`` where it has none.
+
+  jax.dlpack has it up to JAX 0.5, jax.dlpack and jax.util as deprecated
+  aliases in 0.6; 0.7 removed them.
+  """
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    return getattr(getattr(jax, module_name, None), "to_dlpack", None)
+
+
 def _entry_points() -> list[Any]:
   return [jax.dlpack.from_dlpack, jnp.from_dlpack,
           jax_src_dlpack.from_dlpack, jax_src_dlpack.to_dlpack,
-          array.ArrayImpl.__dlpack_device__]
+          array.ArrayImpl.__dlpack_device__,
+          _public_to_dlpack("dlpack"), _public_to_dlpack("util")]
 
 
 class _RefusingModule(types.ModuleType):
@@ -47,7 +61,7 @@ class _RefusingModule(types.ModuleType):
     super().__setattr__(name, value)
 
 
-class InstallTest(absltest.TestCase):
+class InstallTest(parameterized.TestCase):
 
   def setUp(self) -> None:
     super().setUp()
@@ -63,6 +77,16 @@ class InstallTest(absltest.TestCase):
     self.assertIs(jax_src_dlpack.to_dlpack, dlpack.to_dlpack)
     self.assertIs(array.ArrayImpl.__dlpack_device__,
                   dlpack_device.dlpack_device_of_array)
+
+  @parameterized.parameters("dlpack", "util")
+  def test_install_routes_public_to_dlpack_where_jax_has_it(
+      self, module_name: str) -> None:
+    if _public_to_dlpack(module_name) is None:
+      self.skipTest(f"this JAX has no jax.{module_name}.to_dlpack")
+    jax_patch.install()
+    self.assertIs(_public_to_dlpack(module_name), dlpack.to_dlpack)
+    jax_patch.uninstall()
+    self.assertIsNot(_public_to_dlpack(module_name), dlpack.to_dlpack)
 
   def test_installed_jnp_from_dlpack_has_patched_behaviour(self) -> None:
     jax_patch.install()

@@ -16,9 +16,10 @@
 
 ``install`` replaces, as one step, ``jax.dlpack.from_dlpack``,
 ``jax.numpy.from_dlpack``, the ``jax._src.dlpack`` functions that
-``jax.Array.__dlpack__`` imports when called, and
-``jax.Array.__dlpack_device__``. ``uninstall`` puts back exactly
-the objects it replaced.
+``jax.Array.__dlpack__`` imports when called,
+``jax.Array.__dlpack_device__`` and, on the JAX versions that still have
+it, the public ``to_dlpack``. ``uninstall`` puts back exactly the objects it
+replaced.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ _originals: list[_Patch] | None = None
 def _patches() -> list[_Patch]:
   """Returns (module, name, replacement) for every patched entry point."""
   # Imported here: jax.numpy must be importable before install() is called.
+  import jax
   import jax.dlpack
   import jax.numpy
   from jax._src import array
@@ -55,7 +57,45 @@ def _patches() -> list[_Patch]:
       (jax_src_dlpack, "to_dlpack", dlpack.to_dlpack),
       (array.ArrayImpl, "__dlpack_device__",
        dlpack_device.dlpack_device_of_array),
-  ]
+  ] + [patch for module in (jax.dlpack, vars(jax).get("util"))
+       for patch in _public_to_dlpack(module, dlpack.to_dlpack)]
+
+
+def _public_to_dlpack(module: Any, replacement: Any) -> list[_Patch]:
+  """Patches ``module.to_dlpack`` where this JAX still has it.
+
+  JAX up to 0.5 has ``jax.dlpack.to_dlpack``. 0.6 serves it, and
+  ``jax.util.to_dlpack``, as deprecated aliases from the module's
+  ``_deprecations`` table, which its ``__getattr__`` consults (and caches)
+  only for names the module lacks: an attribute set on the module shadows
+  the alias. 0.7 removed both.
+  """
+  if module is None:
+    return []
+  _, deprecated = vars(module).get("_deprecations", {}).get("to_dlpack",
+                                                            (None, None))
+  if "to_dlpack" in vars(module) or deprecated is not None:
+    return [(module, "to_dlpack", replacement)]
+  return []
+
+
+# The original of an attribute install() adds to shadow a deprecated alias;
+# restoring it deletes the attribute.
+_ABSENT = object()
+
+
+def _original(target: Any, name: str) -> Any:
+  if name not in vars(target) and name in vars(target).get("_deprecations",
+                                                           {}):
+    return _ABSENT  # Not read through getattr: that would cache the alias.
+  return getattr(target, name)
+
+
+def _set(target: Any, name: str, value: Any) -> None:
+  if value is _ABSENT:
+    delattr(target, name)
+  else:
+    setattr(target, name, value)
 
 
 def apply_patches(patches: list[_Patch]) -> list[_Patch]:
@@ -69,12 +109,12 @@ def apply_patches(patches: list[_Patch]) -> list[_Patch]:
     Exception: setting an attribute failed; the ones already set were put
       back first.
   """
-  originals = [(module, name, getattr(module, name))
+  originals = [(module, name, _original(module, name))
                for module, name, _ in patches]
   applied: list[_Patch] = []
   try:
     for (module, name, replacement), original in zip(patches, originals):
-      setattr(module, name, replacement)
+      _set(module, name, replacement)
       applied.append(original)
   except BaseException:
     restore(applied)
@@ -85,7 +125,7 @@ def apply_patches(patches: list[_Patch]) -> list[_Patch]:
 def restore(originals: list[_Patch]) -> None:
   """Puts back ``originals``, last replaced first."""
   for module, name, original in reversed(originals):
-    setattr(module, name, original)
+    _set(module, name, original)
 
 
 def install() -> None:

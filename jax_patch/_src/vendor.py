@@ -48,19 +48,11 @@ VENDORED_MODULES = {
 }
 VENDORED_TESTS = ("dlpack_conformance_test.py",)
 
-# sha256 of the files vendoring replaces, as each supported JAX ships them.
-PRISTINE = {
-    "0.10.2": {
-        "jax/_src/dlpack.py":
-            "c93e913c8a9df3d3140e5704f55dc2fac0a9b8b3bd5025e065bc7ae7098833e4",
-        "jax/_src/array.py":
-            "8cccb30e5a2d1a076a8901e8c48c13fe3df8321d1a944d38ae0735b6ef0b1cdc",
-        "jax/numpy/__init__.pyi":
-            "e2f4f0785405b3f8da8576404e1b9311bb1137b9f91beb16bd3a34b4646b4035",
-        "jax/_src/basearray.pyi":
-            "0e1f64324e38dfb3d3bb8cd1f7c1d52d5b3b8b80bf0a00b797a686ca2447e2da",
-    },
-}
+# sha256 of the files vendoring replaces, as each JAX release from 0.4.35 to
+# 0.10.2 ships them (tools/pristine_hashes.py writes the table).
+PRISTINE: dict[str, dict[str, str]] = json.loads(
+    (_SRC / "vendor_pristine.json").read_text())
+SUPPORTED_VERSIONS = tuple(PRISTINE)  # Oldest first, as the table lists them.
 
 BACKUP_DIR = ".jax_patch_vendor"
 _MANIFEST = "manifest.json"
@@ -142,7 +134,7 @@ def check(root: pathlib.Path, changes: list[FileChange]) -> str:
   if pristine is None:
     raise VendorError(
         f"JAX {version} at {root} is not supported; jax-patch vendors into "
-        f"JAX {', '.join(sorted(PRISTINE))}.")
+        f"JAX {SUPPORTED_VERSIONS[0]} to {SUPPORTED_VERSIONS[-1]}.")
   changed = [c.path for c in changes if c.before is not None
              and _sha256(c.before) != pristine.get(c.path)]
   if changed:

@@ -35,9 +35,12 @@ _ROOT = pathlib.Path(__file__).resolve().parents[1]
 _TYPING = _ROOT / "tests" / "typing"
 _SEED = _TYPING / "seed"
 _USAGE = _TYPING / "from_dlpack_usage.py"
+_BINDING_SHAPES = _TYPING / "binding_shapes.py"
 _MYPY_ERROR = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+): error: .*"
                          r"\[(?P<code>[a-z-]+)\]$", re.MULTILINE)
 _EXPECTED = re.compile(r"#\s*E:\s*(?P<code>[a-z-]+)[ \t]*$")
+_PYTYPE_ERROR = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+):\d+: .*"
+                           r"\[(?P<code>[a-z-]+)\]$", re.MULTILINE)
 
 Errors = set[tuple[int, str]]
 
@@ -112,6 +115,38 @@ class MypyUsageTest(absltest.TestCase):
     edited.write_text("".join(lines))
     reported, expected, _ = self._check(edited)
     self.assertEqual(reported - expected, {(marked + 1, code)})
+
+
+class BindingShapesTest(absltest.TestCase):
+  """stubs/jaxlib/_jax.pyi types every shape the DLPack binding has had."""
+
+  def setUp(self) -> None:
+    super().setUp()
+    self.scratch = pathlib.Path(tempfile.mkdtemp(prefix="jax-patch-shapes-"))
+    self.addCleanup(shutil.rmtree, self.scratch, ignore_errors=True)
+
+  def test_mypy_accepts_every_shape_and_reports_exactly_the_misuses(
+      self) -> None:
+    errors, output = mypy_errors(_BINDING_SHAPES, [_ROOT / "stubs"],
+                                 self.scratch)
+    expected = expected_errors(_BINDING_SHAPES.read_text())
+    self.assertNotEmpty(expected)
+    self.assertEqual(errors, expected, output)
+
+  def test_pytype_accepts_every_shape_and_reports_exactly_the_misuses(
+      self) -> None:
+    # pytype reads the stub as part of a package; mypy must not see this
+    # __init__.pyi, which would shadow the real jaxlib.
+    package = self.scratch / "jaxlib"
+    package.mkdir()
+    (package / "__init__.pyi").write_text("")
+    shutil.copy(_ROOT / "stubs" / "jaxlib" / "_jax.pyi", package)
+    output = pytype_output(_BINDING_SHAPES, self.scratch)
+    reported = {int(m["line"]) for m in _PYTYPE_ERROR.finditer(output)
+                if pathlib.Path(m["path"]).name == _BINDING_SHAPES.name}
+    expected = {line for line, _ in
+                expected_errors(_BINDING_SHAPES.read_text())}
+    self.assertEqual(reported, expected, output)
 
 
 class SeedRegressionTest(absltest.TestCase):

@@ -1,0 +1,194 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The version gates agree with the running jaxlib, and what they drive.
+
+Each gate test asks the jaxlib binding itself, without the patch, what the
+gate claims about it; run on every JAX of the matrix (tools/matrix.py), they
+pin each extension-version boundary to the behaviour it stands for.
+"""
+
+from typing import Any
+
+from absl.testing import absltest
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+from jax._src.lib import xla_client
+
+from jax_patch._src import conformance
+from jax_patch._src import dlpack
+from jax_patch._src import dlpack_capsule
+from jax_patch._src import dlpack_compat
+from jax_patch._src import dlpack_errors
+
+_FLOAT8 = np.dtype(ml_dtypes.float8_e4m3fn)
+_FLOAT8_CODE = 10
+
+
+def _binding() -> Any:
+  return getattr(xla_client, "_xla")
+
+
+def _jaxlib_import(source: np.ndarray[Any, Any]) -> Any:
+  """Imports ``source`` through jaxlib's binding alone, asking for no copy."""
+  capsule = dlpack_capsule.capsule_for_host_array(source)
+  return dlpack_compat.import_legacy_capsule(capsule, jax.devices("cpu")[0],
+                                             None, 1)
+
+
+class GateTest(absltest.TestCase):
+
+  def test_extension_version_is_the_one_jaxlib_reports(self) -> None:
+    self.assertEqual(dlpack_compat.EXTENSION_VERSION,
+                     getattr(xla_client, "_version"))
+    self.assertGreaterEqual(dlpack_compat.EXTENSION_VERSION,
+                            dlpack_compat.JAXLIB_0_4_35)
+
+  def test_binding_gates_match_the_binding_signature(self) -> None:
+    signature = _binding().dlpack_managed_tensor_to_buffer.__doc__
+    self.assertEqual("copy:" in signature,
+                     dlpack_compat.JAXLIB_COPIES_UNALIGNED, signature)
+    self.assertEqual(
+        "dl_device_type:" in signature,
+        dlpack_compat.EXTENSION_VERSION >= dlpack_compat.JAXLIB_0_10_2,
+        signature)
+
+  def test_float8_gate_matches_jaxlib_import(self) -> None:
+    source = conformance.aligned_array((64,), _FLOAT8)
+    knows = dlpack_compat.jaxlib_knows_type_code(_FLOAT8_CODE)
+    if knows:
+      self.assertEqual(_jaxlib_import(source).dtype, _FLOAT8)
+    else:
+      with self.assertRaisesRegex(dlpack_compat.RuntimeErrorType,
+                                  "type code"):
+        _jaxlib_import(source)
+
+  def test_float8_gate_matches_jaxlib_export(self) -> None:
+    x = jnp.arange(8, dtype=_FLOAT8)
+    if dlpack_compat.jaxlib_knows_type_code(_FLOAT8_CODE):
+      dlpack_compat.export_legacy_capsule(x.addressable_data(0), None)
+    else:
+      with self.assertRaisesRegex(dlpack_compat.RuntimeErrorType,
+                                  "no DLPack equivalent"):
+        dlpack_compat.export_legacy_capsule(x.addressable_data(0), None)
+
+  def test_layout_gate_matches_jaxlib(self) -> None:
+    base = conformance.aligned_array((4, 4))
+    try:
+      imported = np.asarray(_jaxlib_import(base.T))
+    except dlpack_compat.RuntimeErrorType:
+      imported = None  # jaxlib 0.7.2 refuses the layout.
+    reads_right = imported is not None and np.array_equal(imported, base.T)
+    self.assertEqual(reads_right,
+                     dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT)
+
+  def test_scalar_types_are_jax_numpys(self) -> None:
+    self.assertIs(dlpack_compat.scalar_types.bfloat16, jnp.bfloat16)
+    self.assertIs(dlpack_compat.scalar_types.int8, jnp.int8)
+
+  def test_is_tracing_only_inside_a_transformation(self) -> None:
+    seen: list[bool] = []
+
+    def traced(x: Any) -> Any:
+      seen.append(dlpack_compat.is_tracing())
+      return x
+
+    jax.jit(traced)(1.0)
+    jax.vmap(traced)(jnp.ones(2))
+    self.assertEqual(seen, [True, True])
+    self.assertFalse(dlpack_compat.is_tracing())
+
+
+class Float8Test(absltest.TestCase):
+  """float8 on every jaxlib; before 0.5.3 jaxlib's DLPack lacks the types."""
+
+  def test_export_aliases_the_buffer_and_keeps_it_alive(self) -> None:
+    import torch  # pylint: disable=g-import-not-at-top
+    x = jnp.arange(8, dtype=_FLOAT8)
+    address = x.unsafe_buffer_pointer()
+    capsule = dlpack.to_dlpack(x)
+    self.assertEqual(dlpack_capsule.inspect(capsule).address, address)
+    tensor = torch.utils.dlpack.from_dlpack(capsule)
+    del x, capsule
+    np.testing.assert_array_equal(tensor.to(torch.float32).numpy(),
+                                  np.arange(8, dtype=np.float32))
+    self.assertEqual(tensor.data_ptr(), address)
+
+  def test_versioned_export_is_read_only(self) -> None:
+    x = jnp.arange(8, dtype=_FLOAT8)
+    info = dlpack_capsule.inspect(dlpack.to_dlpack(x, max_version=(1, 0)))
+    self.assertTrue(info.read_only)
+    self.assertEqual(info.dtype, _FLOAT8)
+
+  def test_copy_false_shares_or_says_which_jaxlib_cannot(self) -> None:
+    import torch  # pylint: disable=g-import-not-at-top
+    source = torch.arange(64, dtype=torch.float32).to(torch.float8_e4m3fn)
+    if dlpack_compat.jaxlib_knows_type_code(_FLOAT8_CODE):
+      result = dlpack.from_dlpack(source, copy=False)
+      source[0] = 3.0
+      self.assertEqual(float(np.asarray(result)[0]), 3.0)
+    else:
+      with self.assertRaisesRegex(dlpack_errors.CopyRequiredError, "0.5.3"):
+        dlpack.from_dlpack(source, copy=False)
+
+  def test_copy_none_imports_the_values(self) -> None:
+    import torch  # pylint: disable=g-import-not-at-top
+    source = torch.arange(64, dtype=torch.float32).to(torch.float8_e5m2)
+    result = dlpack.from_dlpack(source)
+    self.assertEqual(result.dtype, np.dtype(ml_dtypes.float8_e5m2))
+    np.testing.assert_array_equal(np.asarray(result).astype(np.float32),
+                                  source.to(torch.float32).numpy())
+
+
+class LayoutTest(absltest.TestCase):
+  """Transposed input on every jaxlib; 0.6.1 to 0.7.2 read only row-major."""
+
+  def test_copy_false_transposed_shares_or_says_why_not(self) -> None:
+    base = conformance.aligned_array((4, 4))
+    if dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT:
+      result = dlpack.from_dlpack(base.T, copy=False)
+      base[0, 1] = 99
+      self.assertEqual(float(np.asarray(result)[1, 0]), 99.0)
+    else:
+      with self.assertRaisesRegex(dlpack_errors.CopyRequiredError,
+                                  "row-major"):
+        dlpack.from_dlpack(base.T, copy=False)
+
+  def test_copy_none_permuted_three_d_comes_back_right(self) -> None:
+    source = conformance.aligned_array((2, 3, 4)).transpose(2, 0, 1)
+    expected = np.array(source)
+    np.testing.assert_array_equal(np.asarray(dlpack.from_dlpack(source)),
+                                  expected)
+
+  def test_size_one_dimensions_read_right_and_share_where_jaxlib_can(
+      self) -> None:
+    base = conformance.aligned_array((1, 4, 1, 3))
+    source = base.transpose(2, 1, 0, 3)  # Row-major but for size-1 strides.
+    expected = np.array(source)
+    result = dlpack.from_dlpack(source)
+    base[0, 0, 0, 0] = 99
+    if dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT:
+      self.assertEqual(float(np.asarray(result)[0, 0, 0, 0]), 99.0)
+    else:
+      # 0.6.1 to 0.7.1 alias it, 0.7.2 refuses those strides: either way,
+      # the values are the source's.
+      got = np.asarray(result)
+      self.assertTrue(np.array_equal(got, expected) or got[0, 0, 0, 0] == 99)
+      np.testing.assert_array_equal(got.ravel()[1:], expected.ravel()[1:])
+
+
+if __name__ == "__main__":
+  absltest.main()

@@ -646,6 +646,15 @@ def missing_dlpack_methods_raises(from_dlpack: FromDLPack) -> str:
                         TypeError)
 
 
+@_case("a raw DLPack capsule is refused, naming the capsule (JAX up to "
+       "0.7.1 imported it, deprecated)")
+def raw_capsule_refused(from_dlpack: FromDLPack) -> str:
+  source: Any = aligned_array((4,))
+  capsule = source.__dlpack__()
+  return _expect_raises(lambda: from_dlpack(capsule), AttributeError,
+                        TypeError, mentions="capsule")
+
+
 @_case("a BufferError from the producer propagates unchanged")
 def producer_buffer_error_propagates(from_dlpack: FromDLPack) -> str:
   error = BufferError("the producer says no")

@@ -22,6 +22,7 @@ pair. The `table` session prints version x step from what they recorded.
   .venv/bin/nox                         # every version, then the table
   .venv/bin/nox -t edges                # oldest and newest (.ci/run)
   .venv/bin/nox -s "matrix(0.6.2)" table
+  .venv/bin/nox -s boundary             # the releases beside each gate
 """
 
 import json
@@ -74,7 +75,8 @@ def _test_counts(junit: pathlib.Path) -> str:
     suite = suite[0]
   total, skipped = int(suite.get("tests", 0)), int(suite.get("skipped", 0))
   failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
-  return f"{total - failed - skipped} passed, {failed} failed, {skipped} skipped"
+  passed = total - failed - skipped
+  return f"{passed} passed, {failed} failed, {skipped} skipped"
 
 
 @nox.session
@@ -118,6 +120,22 @@ def _this_runs_results() -> list[tuple[str, dict[str, str]]]:
     if results.get("run") == _RUN:
       rows.append((version, results))
   return rows
+
+
+# The releases on either side of each gate in jax_patch/_src/dlpack_compat.py
+# that the matrix does not already hold.
+BOUNDARIES = ("0.5.0", "0.5.1", "0.6.0", "0.6.1", "0.7.0", "0.7.1", "0.8.0",
+              "0.8.1")
+
+
+@nox.session
+@nox.parametrize("jax", BOUNDARIES, ids=BOUNDARIES)
+def boundary(session: nox.Session, jax: str) -> None:
+  """The gate and conformance tests at a release beside a version gate."""
+  session.install("--quiet", "-c", str(_CONSTRAINTS), f"jax=={jax}",
+                  f"jaxlib=={jax}", "-e", ".[test]")
+  session.run("python", "-m", "pytest", "-q", "tests/dlpack_compat_test.py",
+              "tests/conformance_test.py")
 
 
 @nox.session(python=False, tags=["edges"])

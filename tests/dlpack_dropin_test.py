@@ -46,7 +46,8 @@ class DropInTest(parameterized.TestCase):
       if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
         defined.add(node.name)
       elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target])
         defined |= {t.id for t in targets if isinstance(t, ast.Name)}
     # jax/_src/array.py imports DLDeviceType from it.
     public = {name for name in defined if not name.startswith("_")}

@@ -544,8 +544,8 @@ def capsule_for_host_array(array: np.ndarray[Any, Any],
   struct.pack_into(
       f"={_TENSOR_FIELDS.format[1:]}QQ{2 * ndim}q", storage, 0,
       array.ctypes.data, KDL_CPU, device_id, ndim, code_bits[0],
-      code_bits[1], 1, shape_address if ndim else 0, strides_address if ndim else 0, 0,
-      0, _DELETER_ADDRESS, *array.shape,
+      code_bits[1], 1, shape_address if ndim else 0,
+      strides_address if ndim else 0, 0, 0, _DELETER_ADDRESS, *array.shape,
       *(s // array.itemsize for s in array.strides))
   return _new_capsule(address, _LEGACY_NAME_PTR, LEGACY_NAME,
                       (storage, array), lambda: None)

@@ -44,7 +44,7 @@ EXTENSION_VERSION: int = (getattr(lib, "jaxlib_extension_version", None)
 JAXLIB_0_4_35 = 293  # The oldest supported.
 JAXLIB_0_5_1 = 317  # jax 0.5.1 moved the jnp scalar types to scalar_types.
 JAXLIB_0_5_3 = 320  # DLPack import and export know the float8 types.
-JAXLIB_0_6_1 = 342  # Import ignores strides: x.T comes back transposed.
+JAXLIB_0_6_1 = 342  # Import ignores strides: x.T comes back permuted.
 JAXLIB_0_8_0 = 380  # Import reads strides again (0.7.2 refused them).
 JAXLIB_0_8_1 = 384  # dlpack_managed_tensor_to_buffer takes copy.
 JAXLIB_0_10_2 = 467  # dlpack_managed_tensor_to_buffer takes dl_device_type.
@@ -67,6 +67,7 @@ _FLOAT8_TYPE_CODES = frozenset(range(7, 15))
 def jaxlib_knows_type_code(code: int) -> bool:
   """Whether jaxlib's DLPack import and export know a DLPack type code."""
   return _JAXLIB_HAS_DLPACK_FLOAT8 or code not in _FLOAT8_TYPE_CODES
+
 
 if TYPE_CHECKING:
   # stubs/jaxlib/_jax.pyi describes every shape the binding has had.
@@ -127,7 +128,8 @@ def _import(capsule: Any, device: Any, stream: int | None,
     return _binding.dlpack_managed_tensor_to_buffer(
         capsule, device, stream, copy, dl_device_type)
   if _BINDING_TAKES_COPY:
-    return _binding.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy)
+    return _binding.dlpack_managed_tensor_to_buffer(capsule, device, stream,
+                                                    copy)
   return _binding.dlpack_managed_tensor_to_buffer(capsule, device, stream)
 
 
@@ -141,6 +143,7 @@ def is_tracing() -> bool:
   # trace_state_clean is the same question on every version, before and
   # after JAX 0.4.36 replaced the trace stack with a trace context.
   return not core.trace_state_clean()
+
 
 # jaxlib aliases host memory only at this alignment (XLA's CPU minimum).
 CPU_ZERO_COPY_ALIGNMENT = 64

@@ -33,4 +33,4 @@ from jax_patch._src.install import (
 )
 from jax_patch._src.numpy.lax_numpy import from_dlpack as from_dlpack
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

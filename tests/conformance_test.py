@@ -93,9 +93,8 @@ def upstream_bugs(extension_version: int) -> frozenset[str]:
   bugs = set(_UPSTREAM_BUGS)
   if extension_version < dlpack_compat.JAXLIB_0_5_3:
     bugs.add("jax_producer_float8_round_trips")  # No DLPack float8 in jaxlib.
-  if (dlpack_compat.JAXLIB_0_6_1 <= extension_version
-      < dlpack_compat.JAXLIB_0_8_0):
-    # jaxlib 0.6.1 to 0.7.1 read x.T as row-major; 0.7.2 refuses it.
+  if dlpack_compat.non_row_major_problem(extension_version) is not None:
+    # Upstream aliases x.T where that goes wrong (or refuses it, on 0.7.2).
     bugs |= {"copy_false_transposed_shares", "transposed_values_are_right"}
   if extension_version >= dlpack_compat.JAXLIB_0_8_1:
     # Passing copy into the binding made copy=True alias aligned input and

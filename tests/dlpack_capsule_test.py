@@ -16,6 +16,7 @@
 
 import ctypes
 import gc
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -80,7 +81,7 @@ class InspectTest(parameterized.TestCase):
       dlpack_capsule.inspect(capsule)
 
 
-class DeleterTest(absltest.TestCase):
+class DeleterTest(parameterized.TestCase):
 
   def test_deleter_runs_once_after_the_jax_array_is_gone(self) -> None:
     producer = CountingProducer(conformance.aligned_array((16,)))
@@ -157,6 +158,39 @@ class DeleterTest(absltest.TestCase):
                          text=True, timeout=120, check=False)
     self.assertEqual(run.returncode, 0, run.stderr)
     self.assertIn("done 2", run.stdout)
+
+  @parameterized.named_parameters(
+      ("released_by_jaxlib", 1, "dlpack.from_dlpack(producer, copy=False)"),
+      ("refused_as_dlpack_2", 2,
+       "dlpack_capsule.inspect(producer.__dlpack__())"),
+  )
+  def test_producer_deleter_runs_with_the_gil_held(self, major: int,
+                                                   use: str) -> None:
+    # PyThreadState_Get aborts the process when called without the GIL: as
+    # the producer's deleter, it shows how the deleter was called. (jaxlib
+    # 0.4.35's own deleter aborts, more rarely, when called without it.)
+    script = textwrap.dedent(f"""
+        import ctypes, gc
+        from jax_patch._src import conformance, dlpack, dlpack_capsule
+        from tests import producers
+        gil_check = ctypes.cast(ctypes.pythonapi.PyThreadState_Get,
+                                ctypes.c_void_p).value
+        producer = producers.CraftedProducer(
+            conformance.aligned_array((16,)), major={major},
+            deleter=gil_check)
+        try:
+          result = {use}
+        except BufferError:
+          pass
+        result = None
+        gc.collect()
+        print("deleted")
+        """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                         text=True, timeout=120, check=False,
+                         cwd=pathlib.Path(__file__).parents[1])
+    self.assertEqual(run.returncode, 0, run.stderr[-2000:])
+    self.assertIn("deleted", run.stdout)
 
 
 if __name__ == "__main__":

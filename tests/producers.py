@@ -37,7 +37,8 @@ class CraftedProducer:
 
   Keyword overrides replace fields of the tensor it describes: ``ndim``,
   ``shape``, ``data`` (an address), ``dtype`` (``(code, bits)``),
-  ``device_type``.
+  ``device_type``, ``deleter`` (the address of a C function to call instead
+  of counting the delete).
   """
 
   def __init__(self, array: np.ndarray[Any, Any], *, major: int = 1,
@@ -60,7 +61,8 @@ class CraftedProducer:
     else:
       managed = dlpack_capsule._DLManagedTensor()
       self._name = dlpack_capsule.LEGACY_NAME
-    managed.deleter = ctypes.cast(self._deleter, ctypes.c_void_p).value
+    managed.deleter = overrides.get(
+        "deleter", ctypes.cast(self._deleter, ctypes.c_void_p).value)
     tensor = managed.dl_tensor
     tensor.data = overrides.get("data", array.ctypes.data)
     tensor.device.device_type = overrides.get("device_type", 1)

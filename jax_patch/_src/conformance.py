@@ -269,7 +269,7 @@ def copy_false_aligned_shares(from_dlpack: FromDLPack) -> str:
 
 
 @_case("copy=False on transposed input shares memory with the source "
-       "(jaxlib 0.6.1 to 0.7.2, which cannot alias it: raises)")
+       "(raises where jaxlib cannot alias it soundly)")
 def copy_false_transposed_shares(from_dlpack: FromDLPack) -> str:
   base = aligned_array((4, 4))
   if not dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT:
@@ -280,14 +280,20 @@ def copy_false_transposed_shares(from_dlpack: FromDLPack) -> str:
   return "shares"
 
 
-@_case("transposed and permuted input imports with the right values")
+@_case("transposed and permuted input imports with the right values, in a "
+       "computation and on another device too")
 def transposed_values_are_right(from_dlpack: FromDLPack) -> str:
+  other_device = _require_devices(2)[1]
   for source in (aligned_array((4, 4)).T,
                  aligned_array((2, 3, 4)).transpose(1, 2, 0)):
     expected = np.array(source)
     result = from_dlpack(source)
-    np.testing.assert_array_equal(np.asarray(result), expected,
-                                  f"strides {source.strides} read wrongly")
+    uses = {"read": result, "computed with": result + 0,
+            "moved": jax.device_put(result, other_device)}
+    for use, value in uses.items():
+      np.testing.assert_array_equal(
+          np.asarray(value), expected,
+          f"strides {source.strides}: wrong values when {use}")
   return "x.T and a 3-d permutation"
 
 

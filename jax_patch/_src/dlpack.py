@@ -320,7 +320,7 @@ def _jaxlib_reads_as_is(capsule: Any, dl_dtype: tuple[int, int, int]) -> bool:
   """Whether this jaxlib reads the tensor's dtype and layout correctly.
 
   Alignment and x64 canonicalisation aside: the float8 types need jaxlib
-  0.5.3, and jaxlib 0.6.1 to 0.7.2 read only row-major layouts right.
+  0.5.3, and some jaxlibs alias only row-major layouts right.
   """
   if not dlpack_compat.jaxlib_knows_type_code(dl_dtype[0]):
     return False
@@ -379,8 +379,10 @@ def _why_jaxlib_cannot_read(info: dlpack_capsule.TensorInfo) -> str | None:
     return f"jaxlib before 0.5.3 cannot import {info.dtype} through DLPack"
   if (not dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT
       and not _is_row_major(info.shape, info.strides)):
-    return (f"jaxlib 0.6.1 to 0.7.2 cannot alias strides {info.strides} (in "
-            f"elements, for shape {info.shape}): only row-major layouts")
+    problem = dlpack_compat.non_row_major_problem(
+        dlpack_compat.EXTENSION_VERSION)
+    return (f"strides {info.strides} (in elements, for shape {info.shape}) "
+            f"are not row-major, and {problem}")
   return None
 
 
@@ -460,7 +462,7 @@ def _import_device(capsule: Any, source: Any, dl_device_type: int,
     raise CopyRequiredError(_copy_message(
         f"dtype {dtype} becomes {canonical} with jax_enable_x64 off"))
   if not _jaxlib_reads_as_is(capsule, dl_dtype):
-    # Asking anyway could import the data permuted (jaxlib 0.6.1 to 0.7.1).
+    # Asking anyway could import the data permuted.
     reason = (_why_jaxlib_cannot_read(dlpack_capsule.inspect(capsule))
               or "this jaxlib cannot read it")
     if copy is False:

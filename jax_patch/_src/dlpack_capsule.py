@@ -98,7 +98,12 @@ class _DLManagedTensorVersioned(ctypes.Structure):
               ("dl_tensor", _DLTensor)]
 
 
+# Our deleters and capsule destructors, called from C: ctypes takes the GIL.
 _Deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# A producer's deleter, called from here with the GIL held, as NumPy calls
+# it: not every producer takes the GIL itself. jaxlib 0.4.35's, called
+# without it while other threads work, aborts the process.
+_ProducerDeleter = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
 
 
 def _capsule_api(name: str, restype: Any, *argtypes: Any) -> Any:
@@ -303,7 +308,7 @@ def _refuse_versioned(capsule: Any,
   # the deleter a second time.
   _capsule_set_name(capsule, _USED_VERSIONED_NAME_PTR)
   if managed.deleter:
-    _Deleter(managed.deleter)(ctypes.addressof(managed))
+    _ProducerDeleter(managed.deleter)(ctypes.addressof(managed))
 
 
 class _LiveTensors:
@@ -393,7 +398,7 @@ def _producer_release(deleter: int | None,
     return lambda: None
   call = _deleter_calls.get(deleter)
   if call is None:
-    call = _deleter_calls.setdefault(deleter, _Deleter(deleter))
+    call = _deleter_calls.setdefault(deleter, _ProducerDeleter(deleter))
   return lambda: call(address)
 
 

@@ -45,19 +45,38 @@ JAXLIB_0_4_35 = 293  # The oldest supported.
 JAXLIB_0_5_1 = 317  # jax 0.5.1 moved the jnp scalar types to scalar_types.
 JAXLIB_0_5_3 = 320  # DLPack import and export know the float8 types.
 JAXLIB_0_6_1 = 342  # Import ignores strides: x.T comes back permuted.
-JAXLIB_0_8_0 = 380  # Import reads strides again (0.7.2 refused them).
+JAXLIB_0_7_2 = 373  # Import refuses strides that are not row-major.
+JAXLIB_0_8_0 = 380  # Import reads strides again.
 JAXLIB_0_8_1 = 384  # dlpack_managed_tensor_to_buffer takes copy.
+JAXLIB_0_10_0 = 439  # device_put keeps a transposed layout's values.
 JAXLIB_0_10_2 = 467  # dlpack_managed_tensor_to_buffer takes dl_device_type.
 
 _BINDING_TAKES_DL_DEVICE_TYPE = EXTENSION_VERSION >= JAXLIB_0_10_2
 _BINDING_TAKES_COPY = EXTENSION_VERSION >= JAXLIB_0_8_1
 
-# Whether jaxlib aliases every compact layout (a transposed array, say). From
-# 0.6.1 to 0.7.1 it aliases them but reads the data as row-major, so the
-# values come out permuted; 0.7.2 refuses them. Those get only row-major
-# tensors.
-JAXLIB_ALIASES_ANY_COMPACT_LAYOUT = not (
-    JAXLIB_0_6_1 <= EXTENSION_VERSION < JAXLIB_0_8_0)
+
+def non_row_major_problem(extension_version: int) -> str | None:
+  """What goes wrong when jaxlib aliases a compact layout other than C order.
+
+  A transposed array, say. ``None`` where nothing does: jaxlib 0.5.1 to
+  0.6.0, and 0.10.0 on.
+  """
+  if extension_version < JAXLIB_0_5_1:
+    return "JAX before 0.5.1 cannot compute with such an alias"
+  if JAXLIB_0_6_1 <= extension_version < JAXLIB_0_7_2:
+    return "jaxlib 0.6.1 to 0.7.1 would read it as row-major"
+  if JAXLIB_0_7_2 <= extension_version < JAXLIB_0_8_0:
+    return "jaxlib 0.7.2 cannot alias it"
+  if JAXLIB_0_8_0 <= extension_version < JAXLIB_0_10_0:
+    return ("jaxlib 0.8 and 0.9 would permute its values when it moves to "
+            "another device")
+  return None
+
+
+# Whether a tensor jaxlib aliases in any compact layout is then right
+# everywhere; where not, only row-major tensors are aliased.
+JAXLIB_ALIASES_ANY_COMPACT_LAYOUT = (
+    non_row_major_problem(EXTENSION_VERSION) is None)
 
 _JAXLIB_HAS_DLPACK_FLOAT8 = EXTENSION_VERSION >= JAXLIB_0_5_3
 # DLPack's type codes for the float8 types.

@@ -58,6 +58,12 @@ def _record(version: str, results: dict[str, str]) -> None:
       json.dumps(dict(results, run=_RUN)))
 
 
+def _install(session: nox.Session, jax: str, extras: str) -> None:
+  """The project, with one jax/jaxlib pair and the pinned stack."""
+  session.install("--quiet", "-c", str(_CONSTRAINTS), f"jax=={jax}",
+                  f"jaxlib=={jax}", "-e", f".[{extras}]")
+
+
 def _run_step(session: nox.Session, *command: str) -> str:
   try:
     session.run(*command, env={"PYTHONUNBUFFERED": "1"})
@@ -85,9 +91,7 @@ def _test_counts(junit: pathlib.Path) -> str:
 def matrix(session: nox.Session, jax: str) -> None:
   """Tests, check and a vendored dry run against one jax/jaxlib pair."""
   typed = jax in TYPE_CHECKED
-  extras = "test,typecheck" if typed else "test"
-  session.install("--quiet", "-c", str(_CONSTRAINTS), f"jax=={jax}",
-                  f"jaxlib=={jax}", "-e", f".[{extras}]")
+  _install(session, jax, "test,typecheck" if typed else "test")
   session.run("python", "-c", "import jax, jaxlib; print('jax', "
               "jax.__version__, 'jaxlib', jaxlib.__version__)")
   junit = _RESULTS / f"{jax}-tests.xml"
@@ -132,8 +136,7 @@ BOUNDARIES = ("0.5.0", "0.5.1", "0.6.0", "0.6.1", "0.7.0", "0.7.1", "0.8.0",
 @nox.parametrize("jax", BOUNDARIES, ids=BOUNDARIES)
 def boundary(session: nox.Session, jax: str) -> None:
   """The gate and conformance tests at a release beside a version gate."""
-  session.install("--quiet", "-c", str(_CONSTRAINTS), f"jax=={jax}",
-                  f"jaxlib=={jax}", "-e", ".[test]")
+  _install(session, jax, "test")
   session.run("python", "-m", "pytest", "-q", "tests/dlpack_compat_test.py",
               "tests/conformance_test.py")
 

@@ -19,7 +19,7 @@ JAX release ships it. This reads the released `jax` wheels (pure Python: the
 same bytes as the tagged source tree) and prints the table vendoring reads,
 jax_patch/_src/vendor_pristine.json:
 
-  python tools/pristine_hashes.py 0.4.35 0.4.36 ... > \
+  .venv/bin/python tools/pristine_hashes.py 0.4.35 0.4.36 ... > \
       jax_patch/_src/vendor_pristine.json
 
 With --wheels DIR it reads jax-*.whl files already in DIR instead of asking
@@ -36,16 +36,20 @@ import sys
 import tempfile
 import zipfile
 
-# The JAX files vendoring replaces; kept in step with vendor.py.
-REPLACED = ("jax/_src/dlpack.py", "jax/_src/array.py",
-            "jax/numpy/__init__.pyi", "jax/_src/basearray.pyi")
+from jax_patch._src import source_patch
+from jax_patch._src import vendor
+
+# The JAX files vendoring writes; those a release ships are what it replaces.
+WRITTEN = tuple(f"jax/_src/{name}" for name in vendor.VENDORED_MODULES.values())
+WRITTEN += tuple(path for path, _ in source_patch.CORRECTIONS)
 _WHEEL = re.compile(r"^jax-(?P<version>[0-9][^-]*)-py3-none-any\.whl$")
 
 
 def hashes_of(wheel: pathlib.Path) -> dict[str, str]:
   with zipfile.ZipFile(wheel) as archive:
+    shipped = set(archive.namelist())
     return {path: hashlib.sha256(archive.read(path)).hexdigest()
-            for path in REPLACED}
+            for path in WRITTEN if path in shipped}
 
 
 def download(versions: list[str], folder: pathlib.Path) -> None:

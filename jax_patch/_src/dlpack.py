@@ -292,7 +292,7 @@ def _import(capsule: Any, source: Any, dl_device_type: int,
   aligned = not address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT
   # jaxlib's refusal costs an exception: skip asking when it will refuse.
   if (aligned and not independent and dtype is not None and canonical == dtype
-      and _jaxlib_reads_as_is(capsule, dl_dtype)):
+      and _jaxlib_refusal(capsule, dl_dtype) is None):
     try:
       result = dlpack_compat.import_legacy_capsule(capsule, source, None,
                                                    _KDL_CPU)
@@ -309,25 +309,23 @@ def _import(capsule: Any, source: Any, dl_device_type: int,
   info = dlpack_capsule.inspect(capsule)
   if (not aligned and copy is not False and dtype is not None
       and canonical == dtype and dlpack_compat.JAXLIB_COPIES_UNALIGNED
-      and _jaxlib_reads_as_is(capsule, dl_dtype)):
+      and _jaxlib_refusal(capsule, dl_dtype) is None):
     result = _import_small_unaligned(capsule, info, source)
     if result is not None:
       return result
   return _import_host_copy(info, source, copy, refusal)
 
 
-def _jaxlib_reads_as_is(capsule: Any, dl_dtype: tuple[int, int, int]) -> bool:
-  """Whether this jaxlib reads the tensor's dtype and layout correctly.
+def _jaxlib_refusal(capsule: Any,
+                    dl_dtype: tuple[int, int, int]) -> str | None:
+  """Says why this jaxlib cannot read the tensor as it is, if it cannot.
 
-  Alignment and x64 canonicalisation aside: the float8 types need jaxlib
-  0.5.3, and some jaxlibs alias only row-major layouts right.
+  Alignment and x64 canonicalisation aside: see :func:`_why_jaxlib_cannot_read`.
   """
-  if not dlpack_compat.jaxlib_knows_type_code(dl_dtype[0]):
-    return False
-  if dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT:
-    return True
-  info = dlpack_capsule.inspect(capsule)
-  return _is_row_major(info.shape, info.strides)
+  if (dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT
+      and dlpack_compat.jaxlib_knows_type_code(dl_dtype[0])):
+    return None  # No gate applies: the strides need not be read.
+  return _why_jaxlib_cannot_read(dlpack_capsule.inspect(capsule))
 
 
 # Below this size jaxlib's own copy of unaligned data is the cheapest; above
@@ -461,10 +459,9 @@ def _import_device(capsule: Any, source: Any, dl_device_type: int,
   if copy is False and canonical != dtype:
     raise CopyRequiredError(_copy_message(
         f"dtype {dtype} becomes {canonical} with jax_enable_x64 off"))
-  if not _jaxlib_reads_as_is(capsule, dl_dtype):
+  reason = _jaxlib_refusal(capsule, dl_dtype)
+  if reason is not None:
     # Asking anyway could import the data permuted.
-    reason = (_why_jaxlib_cannot_read(dlpack_capsule.inspect(capsule))
-              or "this jaxlib cannot read it")
     if copy is False:
       raise CopyRequiredError(_copy_message(reason))
     raise BufferError(

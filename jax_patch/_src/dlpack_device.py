@@ -27,6 +27,7 @@ from jax._src.lib import xla_client
 from jax._src.sharding import Sharding
 from jax._src.typing import Array, DLDeviceType
 
+from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_errors
 
@@ -35,7 +36,7 @@ Target = Union[Device, Sharding]
 
 # DLPack's device type codes, as dlpack.h numbers them. Upstream's
 # DLDeviceType enum has only some of them (kDLCUDAHost from JAX 0.10).
-KDL_CPU = 1
+KDL_CPU = dlpack_capsule.KDL_CPU
 KDL_CUDA = 2
 KDL_CUDA_HOST = 3
 KDL_ROCM = 10
@@ -193,15 +194,13 @@ def single_device(x: Any, caller: str) -> Device:
   return device
 
 
+_UPSTREAM_DEVICE_TYPES: dict[int, DLDeviceType] = {
+    int(member): member for member in DLDeviceType}
+
+
 def _device_type(code: int) -> DLDeviceType | int:
   """Upstream's enum member for ``code``, or the bare code if it has none."""
-  member: DLDeviceType | None = DLDeviceType.__members__.get(
-      _DEVICE_TYPE_NAMES[code])
-  return code if member is None else member
-
-
-_DEVICE_TYPE_NAMES = {KDL_CPU: "kDLCPU", KDL_CUDA: "kDLCUDA",
-                      KDL_CUDA_HOST: "kDLCUDAHost", KDL_ROCM: "kDLROCM"}
+  return _UPSTREAM_DEVICE_TYPES.get(code, code)
 
 
 def dlpack_device_of_array(x: Any) -> tuple[DLDeviceType | int, int]:

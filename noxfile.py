@@ -129,7 +129,7 @@ def _this_runs_results() -> list[tuple[str, dict[str, str]]]:
 # The releases on either side of each gate in jax_patch/_src/dlpack_compat.py
 # that the matrix does not already hold.
 BOUNDARIES = ("0.5.0", "0.5.1", "0.6.0", "0.6.1", "0.7.0", "0.7.1", "0.8.0",
-              "0.8.1", "0.10.0")
+              "0.8.1")
 
 
 @nox.session

@@ -62,7 +62,8 @@ def _alias_is_right_everywhere(source: np.ndarray[Any, Any]) -> bool:
   except dlpack_compat.RuntimeErrorType:
     return False  # jaxlib 0.7.2 refuses a transposed layout.
   try:
-    uses = [alias, alias + 0, jax.device_put(alias, jax.devices("cpu")[1])]
+    moved = jax.device_put(alias, jax.devices("cpu")[1])
+    uses = [alias, alias + 0, moved, moved + 0]
     return all(np.array_equal(np.asarray(use), source) for use in uses)
   except AssertionError:
     return False  # JAX before 0.5.1 refuses to compute with it.

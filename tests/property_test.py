@@ -108,12 +108,15 @@ class PropertyTest(absltest.TestCase):
       self.assertTrue(unchanged, "copy=True shares memory")
     if copy is False:
       self.assertTrue(shares, "copy=False copied")
-    # The result is a sound jax.Array: a relayout and a move see its values.
+    # The result is a sound jax.Array: a relayout, and a move then a
+    # relayout, see its values.
     np.testing.assert_array_equal(np.asarray(jax.numpy.ravel(result)),
                                   seen.ravel())
     other = jax.devices("cpu")[1 - (device_index or 0)]
-    np.testing.assert_array_equal(np.asarray(jax.device_put(result, other)),
-                                  seen)
+    moved = jax.device_put(result, other)
+    np.testing.assert_array_equal(np.asarray(moved), seen)
+    np.testing.assert_array_equal(np.asarray(jax.numpy.ravel(moved)),
+                                  seen.ravel())
 
   @hypothesis.settings(max_examples=_EXAMPLES // 2, deadline=None,
                        suppress_health_check=list(hypothesis.HealthCheck))

@@ -281,15 +281,16 @@ def copy_false_transposed_shares(from_dlpack: FromDLPack) -> str:
 
 
 @_case("transposed and permuted input imports with the right values, in a "
-       "computation and on another device too")
+       "computation and after a move to another device too")
 def transposed_values_are_right(from_dlpack: FromDLPack) -> str:
   other_device = _require_devices(2)[1]
   for source in (aligned_array((4, 4)).T,
                  aligned_array((2, 3, 4)).transpose(1, 2, 0)):
     expected = np.array(source)
     result = from_dlpack(source)
-    uses = {"read": result, "computed with": result + 0,
-            "moved": jax.device_put(result, other_device)}
+    moved = jax.device_put(result, other_device)
+    uses = {"read": result, "computed with": result + 0, "moved": moved,
+            "moved, then computed with": moved + 0}
     for use, value in uses.items():
       np.testing.assert_array_equal(
           np.asarray(value), expected,

@@ -96,10 +96,12 @@ def from_dlpack(external_array: Any,
       is raised. ``None`` shares memory where possible and copies otherwise.
 
   Sharing is possible when the data lies on ``device`` (or no device was
-  given), is 64-byte aligned on the CPU, is laid out compactly in some
-  dimension order, and has a dtype that needs no canonicalisation (with
-  ``jax_enable_x64`` off, 64-bit types become 32-bit ones). Zero-size arrays
-  have no memory to share and are always returned fresh.
+  given), is 64-byte aligned on the CPU, is laid out in row-major order (or
+  compactly in any dimension order, where jaxlib handles that soundly:
+  ``dlpack_compat.non_row_major_problem``), and has a dtype that needs no
+  canonicalisation (with ``jax_enable_x64`` off, 64-bit types become 32-bit
+  ones). Zero-size arrays have no memory to share and are always returned
+  fresh.
 
   Returns:
     A ``jax.Array``. A shared result aliases the producer's memory: writes to

@@ -46,9 +46,8 @@ JAXLIB_0_5_1 = 317  # jax 0.5.1 moved the jnp scalar types to scalar_types.
 JAXLIB_0_5_3 = 320  # DLPack import and export know the float8 types.
 JAXLIB_0_6_1 = 342  # Import ignores strides: x.T comes back permuted.
 JAXLIB_0_7_2 = 373  # Import refuses strides that are not row-major.
-JAXLIB_0_8_0 = 380  # Import reads strides again.
+JAXLIB_0_8_0 = 380  # Import reads strides again; device_put mishandles them.
 JAXLIB_0_8_1 = 384  # dlpack_managed_tensor_to_buffer takes copy.
-JAXLIB_0_10_0 = 439  # device_put keeps a transposed layout's values.
 JAXLIB_0_10_2 = 467  # dlpack_managed_tensor_to_buffer takes dl_device_type.
 
 _BINDING_TAKES_DL_DEVICE_TYPE = EXTENSION_VERSION >= JAXLIB_0_10_2
@@ -59,7 +58,7 @@ def non_row_major_problem(extension_version: int) -> str | None:
   """What goes wrong when jaxlib aliases a compact layout other than C order.
 
   A transposed array, say. ``None`` where nothing does: jaxlib 0.5.1 to
-  0.6.0, and 0.10.0 on.
+  0.6.0.
   """
   if extension_version < JAXLIB_0_5_1:
     return "JAX before 0.5.1 cannot compute with such an alias"
@@ -67,9 +66,11 @@ def non_row_major_problem(extension_version: int) -> str | None:
     return "jaxlib 0.6.1 to 0.7.1 would read it as row-major"
   if JAXLIB_0_7_2 <= extension_version < JAXLIB_0_8_0:
     return "jaxlib 0.7.2 cannot alias it"
-  if JAXLIB_0_8_0 <= extension_version < JAXLIB_0_10_0:
-    return ("jaxlib 0.8 and 0.9 would permute its values when it moves to "
-            "another device")
+  if extension_version >= JAXLIB_0_8_0:
+    # Measured up to 0.10.2: 0.8 and 0.9 permute the moved values; 0.10
+    # moves values that read right but compute wrong.
+    return ("jaxlib 0.8 on would corrupt it when it moves to another "
+            "device")
   return None
 
 

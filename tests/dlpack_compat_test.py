@@ -28,6 +28,7 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
 from typing import Any  # pylint: disable=g-import-not-at-top
 
 from absl.testing import absltest
+from absl.testing import parameterized
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -55,6 +56,15 @@ def _jaxlib_import(source: np.ndarray[Any, Any]) -> Any:
                                              None, 1)
 
 
+def _relayout(x: Any) -> Any:
+  """``x`` raveled by a function compiled afresh.
+
+  A fresh function, because a cached computation skips the layout check
+  that old JAX fails.
+  """
+  return jax.jit(lambda y: y.ravel())(x)
+
+
 def _alias_is_right_everywhere(source: np.ndarray[Any, Any]) -> bool:
   """Whether jaxlib's alias of ``source`` reads, computes and moves right."""
   try:
@@ -64,7 +74,10 @@ def _alias_is_right_everywhere(source: np.ndarray[Any, Any]) -> bool:
   try:
     moved = jax.device_put(alias, jax.devices("cpu")[1])
     uses = [alias, alias + 0, moved, moved + 0]
-    return all(np.array_equal(np.asarray(use), source) for use in uses)
+    relayouts = [_relayout(alias), _relayout(moved)]
+    return (all(np.array_equal(np.asarray(use), source) for use in uses)
+            and all(np.array_equal(np.asarray(use), source.ravel())
+                    for use in relayouts))
   except AssertionError:
     return False  # JAX before 0.5.1 refuses to compute with it.
 
@@ -110,6 +123,15 @@ class GateTest(absltest.TestCase):
     self.assertEqual(_alias_is_right_everywhere(source),
                      dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT)
     self.assertTrue(_alias_is_right_everywhere(source.T))  # Row-major.
+
+  def test_size_one_dimension_gate_matches_jaxlib(self) -> None:
+    # Row-major but for the stride of the size-1 dimension: (3, 1) with
+    # strides (1, 3).
+    source = conformance.aligned_array((1, 3)).T
+    self.assertEqual(_alias_is_right_everywhere(source),
+                     not dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS)
+    self.assertTrue(_alias_is_right_everywhere(
+        conformance.aligned_array((3, 1))))  # The same, with C strides.
 
   def test_scalar_types_are_jax_numpys(self) -> None:
     self.assertIs(dlpack_compat.scalar_types.bfloat16, jnp.bfloat16)
@@ -169,7 +191,7 @@ class Float8Test(absltest.TestCase):
                                   source.to(torch.float32).numpy())
 
 
-class LayoutTest(absltest.TestCase):
+class LayoutTest(parameterized.TestCase):
   """Transposed input on every jaxlib; some alias only row-major soundly."""
 
   def test_copy_false_transposed_shares_or_says_why_not(self) -> None:
@@ -189,22 +211,35 @@ class LayoutTest(absltest.TestCase):
     np.testing.assert_array_equal(np.asarray(dlpack.from_dlpack(source)),
                                   expected)
 
-  def test_size_one_dimensions_read_right_and_share_where_jaxlib_can(
-      self) -> None:
-    base = conformance.aligned_array((1, 4, 1, 3))
-    source = base.transpose(2, 1, 0, 3)  # Row-major but for size-1 strides.
-    expected = np.array(source)
-    result = dlpack.from_dlpack(source)
-    base[0, 0, 0, 0] = 99
-    if dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT:
-      self.assertEqual(float(np.asarray(result)[0, 0, 0, 0]), 99.0)
+  @parameterized.named_parameters(
+      ("column", (1, 3), (1, 0)),
+      ("size_one_between", (1, 4, 1, 3), (2, 1, 0, 3)),
+  )
+  def test_size_one_dimension_strides_share_where_jaxlib_reads_them_right(
+      self, base_shape: tuple[int, ...], axes: tuple[int, ...]) -> None:
+    base = conformance.aligned_array(base_shape)
+    source = base.transpose(axes)  # Row-major but for size-1 strides.
+    if dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS:
+      with self.assertRaisesRegex(dlpack_errors.CopyRequiredError,
+                                  "orders size-1 dimensions"):
+        dlpack.from_dlpack(source, copy=False)
     else:
-      # Aliased (row-major but for the size-1 dimensions) or, where jaxlib
-      # refuses those strides (0.7.2), copied: either way, the source's
-      # values.
-      got = np.asarray(result)
-      self.assertTrue(np.array_equal(got, expected) or got[0, 0, 0, 0] == 99)
-      np.testing.assert_array_equal(got.ravel()[1:], expected.ravel()[1:])
+      result = dlpack.from_dlpack(source, copy=False)
+      base.flat[0] = 99
+      self.assertEqual(float(np.asarray(result).flat[0]), 99.0)
+
+  @parameterized.named_parameters(
+      ("column", (1, 3), (1, 0)),
+      ("size_one_between", (1, 4, 1, 3), (2, 1, 0, 3)),
+  )
+  def test_size_one_dimension_strides_compute_and_move_right(
+      self, base_shape: tuple[int, ...], axes: tuple[int, ...]) -> None:
+    source = conformance.aligned_array(base_shape).transpose(axes)
+    result = dlpack.from_dlpack(source)
+    moved = jax.device_put(result, jax.devices("cpu")[1])
+    for use in result, moved:
+      np.testing.assert_array_equal(np.asarray(_relayout(use)),
+                                    source.ravel())
 
 
 if __name__ == "__main__":

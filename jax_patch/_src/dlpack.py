@@ -377,13 +377,20 @@ def _why_jaxlib_cannot_read(info: dlpack_capsule.TensorInfo) -> str | None:
   """Says why this jaxlib cannot import the tensor as it is, if it cannot."""
   if not dlpack_compat.jaxlib_knows_type_code(info.dl_dtype[0]):
     return f"jaxlib before 0.5.3 cannot import {info.dtype} through DLPack"
-  if (not dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT
-      and not _is_row_major(info.shape, info.strides)):
-    problem = dlpack_compat.non_row_major_problem(
-        dlpack_compat.EXTENSION_VERSION)
-    return (f"strides {info.strides} (in elements, for shape {info.shape}) "
-            f"are not row-major, and {problem}")
-  return None
+  if dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT:
+    return None
+  if _is_row_major(info.shape, info.strides):
+    if (not dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS
+        or _strides_never_grow(info.strides)):
+      return None
+    order = ("are not row-major to this jaxlib, which orders size-1 "
+             "dimensions by their strides too")
+  else:
+    order = "are not row-major"
+  problem = dlpack_compat.non_row_major_problem(
+      dlpack_compat.EXTENSION_VERSION)
+  return (f"strides {info.strides} (in elements, for shape {info.shape}) "
+          f"{order}, and {problem}")
 
 
 def _is_row_major(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
@@ -394,6 +401,15 @@ def _is_row_major(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
       return False
     expected *= dim
   return True
+
+
+def _strides_never_grow(strides: tuple[int, ...]) -> bool:
+  """Whether sorting dimensions by stride keeps them in C order.
+
+  That is the order jaxlib gives row-major strides whose size-1 dimensions
+  it does not set apart (ties keep C order).
+  """
+  return all(outer >= inner for outer, inner in zip(strides, strides[1:]))
 
 
 def _is_compact(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:

@@ -79,6 +79,14 @@ def non_row_major_problem(extension_version: int) -> str | None:
 JAXLIB_ALIASES_ANY_COMPACT_LAYOUT = (
     non_row_major_problem(EXTENSION_VERSION) is None)
 
+# Whether jaxlib orders an alias's dimensions by the strides of its size-1
+# dimensions too: (3, 1) with strides (1, 3) is then a transposed layout.
+# Before 0.5.1 JAX cannot compute with that alias; 0.7.2 refuses it. Other
+# releases give size-1 dimensions the row-major place whatever their stride.
+JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS = (
+    EXTENSION_VERSION < JAXLIB_0_5_1
+    or JAXLIB_0_7_2 <= EXTENSION_VERSION < JAXLIB_0_8_0)
+
 _JAXLIB_HAS_DLPACK_FLOAT8 = EXTENSION_VERSION >= JAXLIB_0_5_3
 # DLPack's type codes for the float8 types.
 _FLOAT8_TYPE_CODES = frozenset(range(7, 15))

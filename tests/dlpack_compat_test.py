@@ -15,7 +15,7 @@
 """The version gates agree with the running jaxlib, and what they drive.
 
 Each gate test asks the jaxlib binding itself, without the patch, what the
-gate claims about it; run on every JAX of the matrix (tools/matrix.py), they
+gate claims about it; run on every JAX of the matrix (noxfile.py), they
 pin each extension-version boundary to the behaviour it stands for.
 """
 

@@ -14,13 +14,20 @@
 
 """Import tests beyond the conformance cases: memory, object counts, peers."""
 
-import gc
 import os
+
+# Several CPU devices, before JAX creates its CPU backend: four, as the
+# other modules ask, since the last flag wins when pytest imports them all.
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                           " --xla_force_host_platform_device_count=4")
+
+import gc  # pylint: disable=g-import-not-at-top
 import tempfile
 from typing import Any
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -90,6 +97,34 @@ class LiveObjectTest(parameterized.TestCase):
     gc.collect()
     self.assertEqual(len(dlpack_capsule.live_tensors), live_before)
     self.assertLess(len(gc.get_objects()) - objects_before, 100)
+
+
+class SnapshotTest(parameterized.TestCase):
+  """A result that is not the producer's memory never changes after return.
+
+  JAX copies and transfers asynchronously; a copy still reading the source
+  when from_dlpack returns would see later writes to it, in part.
+  """
+
+  @parameterized.named_parameters(("copy_none", None), ("copy_true", True))
+  def test_writes_after_return_reach_a_moved_result_never_or_wholly(
+      self, copy: bool | None) -> None:
+    other_device = jax.devices("cpu")[1]
+    for _ in range(_SNAPSHOT_TRIES):
+      source = conformance.aligned_array((_SNAPSHOT_ELEMENTS,), np.float32)
+      source[...] = 1
+      result = jax_patch.from_dlpack(source, device=other_device, copy=copy)
+      source[...] = 2
+      shared = result.unsafe_buffer_pointer() == source.ctypes.data
+      self.assertFalse(shared and copy)
+      np.testing.assert_array_equal(np.unique(np.asarray(result)),
+                                    [2 if shared else 1])
+
+
+# Large enough that a transfer still running at return is caught at it: an
+# unfinished 16 MiB transfer was caught in 3 to 9 of 10 tries.
+_SNAPSHOT_ELEMENTS = 1 << 22
+_SNAPSHOT_TRIES = 10
 
 
 class PeerProducerTest(absltest.TestCase):

@@ -185,7 +185,17 @@ def _place(result: Array, target: dlpack_device.Target | None,
            source: Any) -> Array:
   if dlpack_device.is_only(target, source):
     return result
-  return dlpack_device.place(result, target)
+  return _finished(dlpack_device.place(result, target))
+
+
+def _finished(copied: Array) -> Array:
+  """Returns ``copied`` once the copy or transfer making it has finished.
+
+  JAX copies and transfers asynchronously. One whose input aliases a
+  producer's memory must have read it before from_dlpack returns: the
+  producer may change or free that memory from then on.
+  """
+  return copied.block_until_ready()
 
 
 def _from_jax_array(x: Array, target: dlpack_device.Target | None,
@@ -495,8 +505,8 @@ def _import_device(capsule: Any, source: Any, dl_device_type: int,
         f"from_dlpack: jaxlib cannot import this {source.platform} tensor "
         f"({err}). Make it contiguous in the producer first.") from None
   if canonical is not None and canonical != result.dtype:
-    return result.astype(canonical)
-  return _array_copy(result) if independent else result
+    return _finished(result.astype(canonical))
+  return _finished(_array_copy(result)) if independent else result
 
 
 def _from_foreign_platform(external_array: Any, dl_device: tuple[int, int],

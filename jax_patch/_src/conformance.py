@@ -288,27 +288,31 @@ def transposed_values_are_right(from_dlpack: FromDLPack) -> str:
   for source in (aligned_array((4, 4)).T,
                  aligned_array((2, 3, 4)).transpose(1, 2, 0),
                  aligned_array((1, 3)).T):
-    expected = np.array(source)
-    result = from_dlpack(source)
-    moved = jax.device_put(result, other_device)
-    uses = {"read": result, "computed with": result + 0, "moved": moved,
-            "moved, then computed with": moved + 0}
-    for use, value in uses.items():
-      np.testing.assert_array_equal(
-          np.asarray(value), expected,
-          f"strides {source.strides}: wrong values when {use}")
-    for use, value in {"raveled": result, "moved, then raveled": moved}.items():
-      np.testing.assert_array_equal(
-          np.asarray(_ravel_compiled_afresh(value)), expected.ravel(),
-          f"strides {source.strides}: wrong values when {use}")
+    wrong = wrong_uses(from_dlpack(source), np.array(source), other_device)
+    if wrong:
+      raise AssertionError(
+          f"strides {source.strides}: wrong values when {', '.join(wrong)}")
   return "x.T, a 3-d permutation and a column with a size-1 stride of 3"
 
 
-def _ravel_compiled_afresh(x: jax.Array) -> jax.Array:
-  # A cached computation skips the layout check that JAX before 0.5.1
-  # fails.
-  raveled: jax.Array = jax.jit(lambda y: y.ravel())(x)
-  return raveled
+def wrong_uses(result: jax.Array, expected: np.ndarray[Any, Any],
+               other_device: Any) -> list[str]:
+  """The uses of ``result`` that do not see ``expected``, by name.
+
+  The uses: read, computed with and raveled, and the same after a move to
+  ``other_device``. Each ravel is compiled afresh, since a cached
+  computation skips the layout check that JAX before 0.5.1 fails (with an
+  ``AssertionError``, which propagates).
+  """
+  moved = jax.device_put(result, other_device)
+  wrong = []
+  for prefix, value in (("", result), ("moved, then ", moved)):
+    uses = {"read": (value, expected),
+            "computed with": (value + 0, expected),
+            "raveled": (jax.jit(lambda y: y.ravel())(value), expected.ravel())}
+    wrong += [prefix + use for use, (seen, want) in uses.items()
+              if not np.array_equal(np.asarray(seen), want)]
+  return wrong
 
 
 def _copy_false_refuses(from_dlpack: FromDLPack,

@@ -389,14 +389,14 @@ def _why_jaxlib_cannot_read(info: dlpack_capsule.TensorInfo) -> str | None:
     return f"jaxlib before 0.5.3 cannot import {info.dtype} through DLPack"
   if dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT:
     return None
-  if _is_row_major(info.shape, info.strides):
-    if (not dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS
-        or _strides_never_grow(info.strides)):
-      return None
+  if not _is_row_major(info.shape, info.strides):
+    order = "are not row-major"
+  elif (dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS
+        and not _strides_never_grow(info.strides)):
     order = ("are not row-major to this jaxlib, which orders size-1 "
              "dimensions by their strides too")
   else:
-    order = "are not row-major"
+    return None
   problem = dlpack_compat.non_row_major_problem(
       dlpack_compat.EXTENSION_VERSION)
   return (f"strides {info.strides} (in elements, for shape {info.shape}) "

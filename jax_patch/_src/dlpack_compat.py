@@ -20,9 +20,11 @@ an error to guess which shape an API has. Where the same name works on every
 supported version (``xla_client._xla`` for the binding module,
 ``xla_client.XlaRuntimeError`` for its error), there is no gate at all.
 
-Supported: jax and jaxlib 0.4.35 to 0.10.2. JAX pins jaxlib to at most its
-own version and at least its minimum, which for every change gated here is
-the release that made it, so a jaxlib number also bounds the JAX beside it.
+Supported: jax and jaxlib 0.4.35 to 0.12.0.1, each measured. A newer JAX
+(a later release, or JAX's main branch) runs on the newest gates, and is
+reported as untested. JAX pins jaxlib to at most its own version and at
+least its minimum, which for every change gated here is the release that
+made it, so a jaxlib number also bounds the JAX beside it.
 """
 
 from __future__ import annotations
@@ -49,6 +51,15 @@ JAXLIB_0_7_2 = 373  # Import refuses strides that are not row-major.
 JAXLIB_0_8_0 = 380  # Import reads strides again; device_put mishandles them.
 JAXLIB_0_8_1 = 384  # dlpack_managed_tensor_to_buffer takes copy.
 JAXLIB_0_10_2 = 467  # dlpack_managed_tensor_to_buffer takes dl_device_type.
+JAXLIB_0_12_0 = 505  # The newest measured (0.12.0 and 0.12.0.1 share it).
+
+# The releases this patch was measured on, oldest and newest.
+OLDEST_TESTED_JAX = "0.4.35"
+NEWEST_TESTED_JAX = "0.12.0.1"
+TESTED_RANGE = f"JAX {OLDEST_TESTED_JAX} to {NEWEST_TESTED_JAX}"
+# Whether the running jaxlib is past the newest measured one: its gates are
+# the newest ones, untested.
+IS_UNTESTED_JAXLIB = EXTENSION_VERSION > JAXLIB_0_12_0
 
 _BINDING_TAKES_DL_DEVICE_TYPE = EXTENSION_VERSION >= JAXLIB_0_10_2
 _BINDING_TAKES_COPY = EXTENSION_VERSION >= JAXLIB_0_8_1

@@ -53,9 +53,22 @@ def hashes_of(wheel: pathlib.Path) -> dict[str, str]:
 
 
 def download(versions: list[str], folder: pathlib.Path) -> None:
-  subprocess.run(
-      [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-       "--dest", str(folder)] + [f"jax=={v}" for v in versions], check=True)
+  """Fetches the wheel of each version ``folder`` lacks, one at a time."""
+  present = {m["version"] for m in map(_WHEEL.match, _names(folder)) if m}
+  for version in versions:
+    if version in present:
+      continue
+    # One pip call per version: pip takes several pins of one package in a
+    # call as a conflict. JAX 0.11 on requires Python 3.12, whichever Python
+    # runs this; pip wants --only-binary with --python-version.
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+         "--only-binary=:all:", "--python-version", "3.12",
+         "--dest", str(folder), f"jax=={version}"], check=True)
+
+
+def _names(folder: pathlib.Path) -> list[str]:
+  return [path.name for path in folder.iterdir()]
 
 
 def _version_key(version: str) -> tuple[int, ...]:

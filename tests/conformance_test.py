@@ -100,6 +100,15 @@ def upstream_bugs(extension_version: int) -> frozenset[str]:
     # Passing copy into the binding made copy=True alias aligned input and
     # made nanobind refuse np.bool_.
     bugs |= {"copy_true_aligned_is_independent", "copy_accepts_numpy_bool"}
+  if extension_version >= dlpack_compat.JAXLIB_0_12_0:
+    # Upstream asks for max_version, and jaxlib reads and writes 1.x capsules.
+    bugs -= {"cpu_producer_gets_stream_none",
+             "donation_leaves_read_only_source_unchanged",
+             "export_copy_true_is_copied", "export_versioned_read_only",
+             "memory_mapped_file_imports_without_copy",
+             "producer_without_copy_keyword_imports",
+             "read_only_imports_without_copy",
+             "versioned_only_producer_imports"}
   return frozenset(bugs)
 
 
@@ -111,10 +120,14 @@ class UpstreamBaselineTest(absltest.TestCase):
     with warnings.catch_warnings():
       # Up to 0.7.1, upstream warns as it imports a raw capsule.
       warnings.simplefilter("ignore", DeprecationWarning)
-      failing = {case.name for case in conformance.CASES
-                 if conformance.run_case(case, jnp.from_dlpack)[1] is False}
+      outcomes = {case.name: conformance.run_case(case, jnp.from_dlpack)[1]
+                  for case in conformance.CASES}
+    failing = {name for name, passed in outcomes.items() if passed is False}
+    ran = {name for name, passed in outcomes.items() if passed is not None}
+    self.assertNotEmpty(ran)
+    # Cases whose producer is missing here (torch, say) are skipped.
     self.assertEqual(failing,
-                     upstream_bugs(dlpack_compat.EXTENSION_VERSION))
+                     upstream_bugs(dlpack_compat.EXTENSION_VERSION) & ran)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import numpy as np
 from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
+from jax_patch._src import dlpack_compat
 from tests import producers
 
 _capsule_new = ctypes.pythonapi.PyCapsule_New
@@ -169,6 +170,10 @@ class DeleterTest(parameterized.TestCase):
     # PyThreadState_Get aborts the process when called without the GIL: as
     # the producer's deleter, it shows how the deleter was called. (jaxlib
     # 0.4.35's own deleter aborts, more rarely, when called without it.)
+    if major == 1 and dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES:
+      self.skipTest("jaxlib 0.12 on consumes 1.x capsules itself and calls "
+                    "the deleter as the DLPack spec allows, from any thread: "
+                    "test_jaxlib_calls_a_versioned_deleter_exactly_once")
     script = textwrap.dedent(f"""
         import ctypes, gc
         from jax_patch._src import conformance, dlpack, dlpack_capsule
@@ -191,6 +196,47 @@ class DeleterTest(parameterized.TestCase):
                          cwd=pathlib.Path(__file__).parents[1])
     self.assertEqual(run.returncode, 0, run.stderr[-2000:])
     self.assertIn("deleted", run.stdout)
+
+
+  def test_jaxlib_calls_a_versioned_deleter_exactly_once(self) -> None:
+    # Where jaxlib reads 1.x capsules, the patch hands them over unconverted:
+    # jaxlib, not the patch, then releases the producer's tensor.
+    source = conformance.aligned_array((16,))
+    producer = producers.CraftedProducer(source)
+    before = len(dlpack_capsule.live_tensors)
+    result = dlpack.from_dlpack(producer, copy=False)
+    converted = len(dlpack_capsule.live_tensors) - before
+    self.assertEqual(converted,
+                     0 if dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES else 1)
+    source[0] = 7
+    self.assertEqual(float(np.asarray(result)[0]), 7.0)
+    self.assertEqual(producer.deletes, 0)
+    del result
+    gc.collect()
+    self.assertEqual(producer.deletes, 1)
+    self.assertEqual(len(dlpack_capsule.live_tensors), before)
+
+  def test_null_deleter_is_never_handed_to_jaxlib(self) -> None:
+    # jaxlib calls whatever deleter it finds; a NULL one aborts the process
+    # (measured on 0.12.0.1), so a 1.x capsule with none is converted.
+    script = textwrap.dedent("""
+        import gc
+        from jax_patch._src import conformance, dlpack
+        from tests import producers
+        source = conformance.aligned_array((16,))
+        producer = producers.CraftedProducer(source, deleter=0)
+        result = dlpack.from_dlpack(producer, copy=False)
+        source[0] = 7
+        assert float(result[0]) == 7.0
+        del result
+        gc.collect()
+        print("released")
+        """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                         text=True, timeout=120, check=False,
+                         cwd=pathlib.Path(__file__).parents[1])
+    self.assertEqual(run.returncode, 0, run.stderr[-2000:])
+    self.assertIn("released", run.stdout)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=2")
 
 from typing import Any  # pylint: disable=g-import-not-at-top
+from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -52,7 +53,7 @@ def _binding() -> Any:
 def _jaxlib_import(source: np.ndarray[Any, Any]) -> Any:
   """Imports ``source`` through jaxlib's binding alone, asking for no copy."""
   capsule = dlpack_capsule.capsule_for_host_array(source)
-  return dlpack_compat.import_legacy_capsule(capsule, jax.devices("cpu")[0],
+  return dlpack_compat.import_capsule(capsule, jax.devices("cpu")[0],
                                              None, 1)
 
 
@@ -77,13 +78,72 @@ class GateTest(absltest.TestCase):
                             dlpack_compat.JAXLIB_0_4_35)
 
   def test_binding_gates_match_the_binding_signature(self) -> None:
-    signature = _binding().dlpack_managed_tensor_to_buffer.__doc__
-    self.assertEqual("copy:" in signature,
-                     dlpack_compat.JAXLIB_COPIES_UNALIGNED, signature)
+    self.assertIsNone(dlpack_compat.binding_shape_problem())
+    expected = dlpack_compat.expected_binding_parameters()
+    self.assertEqual("copy" in expected["dlpack_managed_tensor_to_buffer"],
+                     dlpack_compat.JAXLIB_COPIES_UNALIGNED)
     self.assertEqual(
-        "dl_device_type:" in signature,
-        dlpack_compat.EXTENSION_VERSION >= dlpack_compat.JAXLIB_0_10_2,
-        signature)
+        "dl_device_type" in expected["dlpack_managed_tensor_to_buffer"],
+        dlpack_compat.EXTENSION_VERSION >= dlpack_compat.JAXLIB_0_10_2)
+    self.assertEqual(
+        "max_version" in expected["buffer_to_dlpack_managed_tensor"],
+        dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES)
+
+  def test_an_unknown_binding_shape_is_reported(self) -> None:
+    with mock.patch.object(dlpack_compat, "expected_binding_parameters",
+                           return_value={"dlpack_managed_tensor_to_buffer":
+                                         ("dlpack", "device", "new")}):
+      problem = dlpack_compat.binding_shape_problem()
+    assert problem is not None
+    self.assertIn("dlpack_managed_tensor_to_buffer", problem)
+    self.assertIn(dlpack_compat.TESTED_RANGE, problem)
+
+  def test_versioned_import_gate_matches_jaxlib(self) -> None:
+    source = conformance.aligned_array((16,))
+    capsule = source.__dlpack__(max_version=(1, 0))
+    if not dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES:
+      with self.assertRaisesRegex(dlpack_compat.RuntimeErrorType,
+                                  "dltensor_versioned"):
+        dlpack_compat.import_capsule(capsule, jax.devices("cpu")[0], None, 1)
+      return
+    result = dlpack_compat.import_capsule(capsule, jax.devices("cpu")[0],
+                                          None, 1)
+    self.assertEqual(dlpack_capsule.capsule_name(capsule),
+                     dlpack_capsule.USED_VERSIONED_NAME)
+    source[0] = 7
+    self.assertEqual(float(np.asarray(result)[0]), 7.0)
+
+  def test_jaxlib_reading_versioned_capsules_ignores_their_flags(
+      self) -> None:
+    # So the patch reads READ_ONLY and IS_COPIED itself.
+    if not dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES:
+      self.skipTest("this jaxlib reads no 1.x capsules")
+    source = conformance.aligned_array((16,))
+    capsule = dlpack_capsule.as_versioned_capsule(
+        dlpack_capsule.capsule_for_host_array(source), (1, 0),
+        dlpack_capsule.FLAG_IS_COPIED | dlpack_capsule.FLAG_READ_ONLY)
+    result = dlpack_compat.import_capsule(capsule, jax.devices("cpu")[0],
+                                          None, 1)
+    self.assertEqual(result.unsafe_buffer_pointer(), source.ctypes.data)
+
+  def test_versioned_export_gate_matches_jaxlib(self) -> None:
+    buffer = jnp.arange(4.0).addressable_data(0)
+    if not dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES:
+      self.assertIsNone(dlpack_compat.JAXLIB_DLPACK_VERSION)
+      self.assertFalse(dlpack_capsule.inspect(
+          dlpack_compat.export_legacy_capsule(buffer, None)).versioned)
+      return
+    info = dlpack_capsule.inspect(
+        dlpack_compat.export_versioned_capsule(buffer, None, (1, 0)))
+    self.assertTrue(info.versioned)
+    self.assertEqual(info.flags, dlpack_capsule.FLAG_READ_ONLY)
+    self.assertEqual(info.version, dlpack_compat.JAXLIB_DLPACK_VERSION)
+    self.assertEqual(info.version, tuple(_binding().dlpack_version))
+    # Why copies are not exported through jaxlib: it marks them READ_ONLY.
+    copied = dlpack_capsule.inspect(_binding().buffer_to_dlpack_managed_tensor(
+        buffer, stream=None, max_version=(1, 0), copied=True))
+    self.assertEqual(copied.flags, dlpack_capsule.FLAG_READ_ONLY
+                     | dlpack_capsule.FLAG_IS_COPIED)
 
   def test_float8_gate_matches_jaxlib_import(self) -> None:
     source = conformance.aligned_array((64,), _FLOAT8)

@@ -30,6 +30,7 @@ import jax_patch
 from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
+from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
 
 
@@ -93,13 +94,25 @@ class ToDLPackTest(absltest.TestCase):
     np.testing.assert_array_equal(np.asarray(back), np.asarray(x))
 
 
+def _uncopied_export_version(max_version: tuple[int, int]) -> tuple[int, int]:
+  """The 1.x version an uncopied export carries.
+
+  jaxlib 0.12 on exports it, stamped with its own version whatever 1.x minor
+  was asked for (the standard allows any); before, the patch stamps the
+  newest it reads, at most ``max_version``.
+  """
+  if dlpack_compat.JAXLIB_DLPACK_VERSION is not None:
+    return dlpack_compat.JAXLIB_DLPACK_VERSION
+  return min(max_version, dlpack_capsule.MAX_VERSION)
+
+
 class VersionedExportTest(absltest.TestCase):
 
   def test_max_version_1_0_exports_a_read_only_versioned_capsule(self) -> None:
     x = jnp.arange(4.0)
     info = dlpack_capsule.inspect(dlpack.to_dlpack(x, max_version=(1, 0)))
     self.assertTrue(info.versioned)
-    self.assertEqual(info.version, (1, 0))
+    self.assertEqual(info.version, _uncopied_export_version((1, 0)))
     self.assertTrue(info.read_only)
     self.assertFalse(info.is_copied)
     self.assertEqual(info.address, x.unsafe_buffer_pointer())
@@ -107,6 +120,11 @@ class VersionedExportTest(absltest.TestCase):
   def test_newer_max_version_gets_the_newest_known_minor(self) -> None:
     info = dlpack_capsule.inspect(
         dlpack.to_dlpack(jnp.arange(4.0), max_version=(1, 7)))
+    self.assertEqual(info.version, _uncopied_export_version((1, 7)))
+
+  def test_copy_carries_the_newest_minor_the_patch_reads(self) -> None:
+    info = dlpack_capsule.inspect(
+        dlpack.to_dlpack(jnp.arange(4.0), max_version=(1, 7), copy=True))
     self.assertEqual(info.version, dlpack_capsule.MAX_VERSION)
 
   def test_no_max_version_exports_a_legacy_capsule(self) -> None:
@@ -131,16 +149,20 @@ class VersionedExportTest(absltest.TestCase):
     with self.assertRaises(ValueError):
       exported[0] = 1.0
 
+  # A copy's capsule is the patch's on every jaxlib (jaxlib 0.12 would mark
+  # it READ_ONLY); uncopied ones are jaxlib's own from 0.12.
+
   def test_consumer_releasing_the_capsule_releases_the_buffer(self) -> None:
     before = len(dlpack_capsule.live_tensors)
-    exported = _as_numpy(dlpack.to_dlpack(jnp.arange(4.0), max_version=(1, 0)))
+    exported = _as_numpy(
+        dlpack.to_dlpack(jnp.arange(4.0), max_version=(1, 0), copy=True))
     self.assertEqual(len(dlpack_capsule.live_tensors), before + 1)
     del exported
     self.assertEqual(len(dlpack_capsule.live_tensors), before)
 
   def test_unconsumed_capsule_releases_the_buffer(self) -> None:
     before = len(dlpack_capsule.live_tensors)
-    capsule = dlpack.to_dlpack(jnp.arange(4.0), max_version=(1, 0))
+    capsule = dlpack.to_dlpack(jnp.arange(4.0), max_version=(1, 0), copy=True)
     self.assertEqual(len(dlpack_capsule.live_tensors), before + 1)
     del capsule
     self.assertEqual(len(dlpack_capsule.live_tensors), before)

@@ -283,8 +283,7 @@ def _import(capsule: Any, source: Any, dl_device_type: int,
   Args:
     independent: the result must not share memory with the producer.
   """
-  capsule, flags, address, device_type, dl_dtype = (
-      dlpack_capsule.to_legacy(capsule))
+  capsule, flags, address, device_type, dl_dtype = _read_capsule(capsule)
   if flags & dlpack_capsule.FLAG_IS_COPIED:
     if copy is False:
       raise CopyRequiredError(
@@ -306,7 +305,7 @@ def _import(capsule: Any, source: Any, dl_device_type: int,
   if (aligned and not independent and dtype is not None and canonical == dtype
       and _jaxlib_refusal(capsule, dl_dtype) is None):
     try:
-      result = dlpack_compat.import_legacy_capsule(capsule, source, None,
+      result = dlpack_compat.import_capsule(capsule, source, None,
                                                    _KDL_CPU)
     except dlpack_compat.RuntimeErrorType as err:
       refusal = f"jaxlib cannot alias it ({err})"  # The capsule is still ours.
@@ -326,6 +325,12 @@ def _import(capsule: Any, source: Any, dl_device_type: int,
     if result is not None:
       return result
   return _import_host_copy(info, source, copy, refusal)
+
+
+# jaxlib 0.12 on reads 1.x capsules: converting them would only cost time.
+_read_capsule = (dlpack_capsule.read_for_import
+                 if dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES
+                 else dlpack_capsule.to_legacy)
 
 
 def _jaxlib_refusal(capsule: Any,
@@ -460,7 +465,7 @@ def _adopt_host_copy(copied: np.ndarray[Any, Any], source: Any) -> Any:
   """Hands an aligned array nothing else references to JAX on ``source``."""
   code = dlpack_capsule.dl_type_code(copied.dtype)
   if code is not None and dlpack_compat.jaxlib_knows_type_code(code):
-    return dlpack_compat.import_legacy_capsule(
+    return dlpack_compat.import_capsule(
         dlpack_capsule.capsule_for_host_array(copied), source, None, _KDL_CPU)
   # DLPack cannot carry this dtype into an older jaxlib; JAX's own transfer
   # can, and may alias the copy, which nothing else writes.
@@ -496,7 +501,7 @@ def _import_device(capsule: Any, source: Any, dl_device_type: int,
         f"from_dlpack: cannot import this {source.platform} tensor: {reason}."
         " Make it row-major in the producer first.")
   try:
-    result = dlpack_compat.import_legacy_capsule(capsule, source, stream,
+    result = dlpack_compat.import_capsule(capsule, source, stream,
                                                  dl_device_type)
   except dlpack_compat.RuntimeErrorType as err:
     if copy is False:
@@ -579,9 +584,13 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
     src_device = dlpack_device.single_device(x, "to_dlpack")
   exported, device, copied = _export_placement(x, src_device, dl_device, copy)
   _check_export_stream(stream, device)
-  capsule = _export_capsule(exported, device, stream)
   if max_version is None or tuple(max_version) < (1, 0):
-    return capsule
+    return _export_capsule(exported, device, stream)
+  if not copied and _jaxlib_exports(exported.dtype):
+    return dlpack_compat.export_versioned_capsule(
+        exported.addressable_data(0), _jaxlib_stream(stream),
+        (max_version[0], max_version[1]))
+  capsule = _export_capsule(exported, device, stream)
   flags = (dlpack_capsule.FLAG_IS_COPIED if copied
            else dlpack_capsule.FLAG_READ_ONLY)
   version = min(tuple(max_version), dlpack_capsule.MAX_VERSION)
@@ -589,14 +598,25 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
       capsule, (version[0], version[1]), flags)
 
 
+def _jaxlib_exports(dtype: np.dtype[Any]) -> bool:
+  """Whether jaxlib's own 1.x export serves an uncopied ``dtype`` right."""
+  if not dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES:
+    return False
+  code = dlpack_capsule.dl_type_code(dtype)
+  return code is None or dlpack_compat.jaxlib_knows_type_code(code)
+
+
+def _jaxlib_stream(stream: int | Any | None) -> int | Any | None:
+  # -1 asks for no synchronisation, which is what jaxlib does without one.
+  return None if stream == -1 else stream
+
+
 def _export_capsule(x: Any, device: Any, stream: int | Any | None) -> Any:
   """Returns a 0.x capsule aliasing the buffer of single-device ``x``."""
   buffer = x.addressable_data(0)
   code = dlpack_capsule.dl_type_code(x.dtype)
   if code is None or dlpack_compat.jaxlib_knows_type_code(code):
-    # -1 asks for no synchronisation, which is what jaxlib does without one.
-    return dlpack_compat.export_legacy_capsule(
-        buffer, None if stream == -1 else stream)
+    return dlpack_compat.export_legacy_capsule(buffer, _jaxlib_stream(stream))
   if device.platform != "cpu":
     raise BufferError(
         f"to_dlpack: jaxlib before 0.5.3 cannot export {x.dtype} from "

@@ -18,10 +18,12 @@ This is the only module that touches DLPack's C structures. It needs no
 compiled extension: the structures are declared with ``ctypes`` and capsules
 are handled through the CPython capsule API, reached through ``ctypes``.
 
-jaxlib consumes only DLPack 0.x capsules (named ``"dltensor"``). A DLPack 1.x
-capsule (``"dltensor_versioned"``) is converted here into a 0.x one that points
-at the same data; the producer's deleter runs exactly once, when jaxlib (or
-the converted capsule, if never consumed) releases the tensor.
+jaxlib before 0.12 consumes only DLPack 0.x capsules (named ``"dltensor"``).
+For those, a DLPack 1.x capsule (``"dltensor_versioned"``) is converted here
+into a 0.x one that points at the same data; the producer's deleter runs
+exactly once, when jaxlib (or the converted capsule, if never consumed)
+releases the tensor. jaxlib 0.12 on reads 1.x capsules itself: they are only
+read here, and handed over as they are.
 """
 
 from __future__ import annotations
@@ -454,6 +456,34 @@ def to_legacy(
                    _USED_VERSIONED_NAME_PTR,
                    _producer_release(deleter, address))
   return converted, flags, fields[0] + fields[9], fields[1], fields[4:7]
+
+
+def read_for_import(
+    capsule: Any) -> tuple[Any, int, int, int, tuple[int, int, int]]:
+  """Reads what an import needs, for a jaxlib that reads 1.x capsules.
+
+  Like :func:`to_legacy`, it reads no strides, but it leaves a 1.x capsule
+  as it is, for jaxlib to consume. A 1.x capsule whose deleter is NULL (the
+  producer needs no clean-up) is converted all the same: jaxlib calls the
+  deleter it finds, and a NULL one aborts the process.
+
+  Returns:
+    ``(capsule, flags, address, device_type, (code, bits, lanes))``, as
+    :func:`to_legacy`.
+
+  Raises:
+    TypeError, BufferError: as :func:`inspect`.
+  """
+  versioned, address = _managed_tensor_address(capsule)
+  if not versioned:
+    return to_legacy(capsule)
+  raw = _VERSIONED_BYTES.from_address(address)
+  major, _, _, deleter, flags = _VERSIONED_HEADER.unpack_from(raw)
+  if major > MAX_VERSION[0] or not deleter:
+    return to_legacy(capsule)  # Refuses it, or owns the clean-up.
+  fields = _TENSOR_FIELDS.unpack_from(raw, _HEADER_SIZE)
+  _check_fields(fields)
+  return capsule, flags, fields[0] + fields[9], fields[1], fields[4:7]
 
 
 def _check_fields(fields: tuple[Any, ...]) -> None:

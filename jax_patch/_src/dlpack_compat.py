@@ -29,6 +29,7 @@ made it, so a jaxlib number also bounds the JAX beside it.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from jax._src import core
@@ -51,7 +52,10 @@ JAXLIB_0_7_2 = 373  # Import refuses strides that are not row-major.
 JAXLIB_0_8_0 = 380  # Import reads strides again; device_put mishandles them.
 JAXLIB_0_8_1 = 384  # dlpack_managed_tensor_to_buffer takes copy.
 JAXLIB_0_10_2 = 467  # dlpack_managed_tensor_to_buffer takes dl_device_type.
-JAXLIB_0_12_0 = 505  # The newest measured (0.12.0 and 0.12.0.1 share it).
+JAXLIB_0_11_2 = 495  # A moved alias of any compact layout is right.
+# Import reads DLPack 1.x capsules; export writes them (max_version, copied).
+# 0.12.0 and 0.12.0.1 share the number; 0.12.0.1 is the newest measured.
+JAXLIB_0_12_0 = 505
 
 # The releases this patch was measured on, oldest and newest.
 OLDEST_TESTED_JAX = "0.4.35"
@@ -64,12 +68,24 @@ IS_UNTESTED_JAXLIB = EXTENSION_VERSION > JAXLIB_0_12_0
 _BINDING_TAKES_DL_DEVICE_TYPE = EXTENSION_VERSION >= JAXLIB_0_10_2
 _BINDING_TAKES_COPY = EXTENSION_VERSION >= JAXLIB_0_8_1
 
+# Whether jaxlib's import reads DLPack 1.x (``"dltensor_versioned"``)
+# capsules itself, and then renames them and calls their deleter as the spec
+# says. It ignores their flags: READ_ONLY data is aliased (JAX never writes
+# into an import) and IS_COPIED is not checked, so the caller reads them.
+JAXLIB_READS_VERSIONED_CAPSULES = EXTENSION_VERSION >= JAXLIB_0_12_0
+
+# Whether jaxlib's export writes a DLPack 1.x capsule when asked with
+# ``max_version``: READ_ONLY set, its own DLPack version (1.3 on 0.12) whatever
+# 1.x minor was asked for, which the standard allows. Its copy is marked
+# READ_ONLY too, so copies are not exported through it.
+JAXLIB_EXPORTS_VERSIONED_CAPSULES = EXTENSION_VERSION >= JAXLIB_0_12_0
+
 
 def non_row_major_problem(extension_version: int) -> str | None:
   """What goes wrong when jaxlib aliases a compact layout other than C order.
 
   A transposed array, say. ``None`` where nothing does: jaxlib 0.5.1 to
-  0.6.0.
+  0.6.0, and 0.11.2 on.
   """
   if extension_version < JAXLIB_0_5_1:
     return "JAX before 0.5.1 cannot compute with such an alias"
@@ -77,11 +93,11 @@ def non_row_major_problem(extension_version: int) -> str | None:
     return "jaxlib 0.6.1 to 0.7.1 would read it as row-major"
   if JAXLIB_0_7_2 <= extension_version < JAXLIB_0_8_0:
     return "jaxlib 0.7.2 cannot alias it"
-  if extension_version >= JAXLIB_0_8_0:
-    # Measured up to 0.10.2: 0.8 and 0.9 permute the moved values; 0.10
-    # moves values that read right but compute wrong.
-    return ("jaxlib 0.8 on would corrupt it when it moves to another "
-            "device")
+  if JAXLIB_0_8_0 <= extension_version < JAXLIB_0_11_2:
+    # 0.8 and 0.9 permute the moved values; 0.10 and 0.11.0-0.11.1 move
+    # values that read right but compute wrong.
+    return ("jaxlib 0.8.0 to 0.11.1 would corrupt it when it moves to "
+            "another device")
   return None
 
 
@@ -116,6 +132,11 @@ else:
   # in both.
   _binding = xla_client._xla  # pylint: disable=protected-access
 
+# The DLPack version jaxlib's own 1.x capsules carry ((1, 3) on 0.12).
+JAXLIB_DLPACK_VERSION: tuple[int, int] | None = (
+    tuple(_binding.dlpack_version) if JAXLIB_EXPORTS_VERSIONED_CAPSULES
+    else None)
+
 # The error jaxlib raises when a runtime call fails (JaxRuntimeError from
 # jaxlib 0.8, which xla_client still exports under this name).
 RuntimeErrorType: type[Exception] = xla_client.XlaRuntimeError
@@ -128,9 +149,12 @@ else:
   from jax._src.numpy import lax_numpy as scalar_types  # type: ignore[no-redef,unused-ignore]
 
 
-def import_legacy_capsule(capsule: Any, device: Any, stream: int | None,
-                          dl_device_type: int) -> Any:
-  """Hands a DLPack 0.x capsule to jaxlib, which must not copy it.
+def import_capsule(capsule: Any, device: Any, stream: int | None,
+                   dl_device_type: int) -> Any:
+  """Hands a capsule to jaxlib, which must not copy it.
+
+  A DLPack 0.x capsule on every version; a 1.x one only where
+  ``JAXLIB_READS_VERSIONED_CAPSULES``.
 
   Returns:
     The ``ArrayImpl`` aliasing the capsule's memory; jaxlib has consumed the
@@ -163,6 +187,8 @@ def import_copying_unaligned(capsule: Any, device: Any,
 
 def _import(capsule: Any, device: Any, stream: int | None,
             dl_device_type: int, copy: bool | None) -> Any:
+  if _BINDING_SHAPE_PROBLEM is not None:
+    raise RuntimeError(_BINDING_SHAPE_PROBLEM)
   if _BINDING_TAKES_DL_DEVICE_TYPE:
     return _binding.dlpack_managed_tensor_to_buffer(
         capsule, device, stream, copy, dl_device_type)
@@ -175,6 +201,66 @@ def _import(capsule: Any, device: Any, stream: int | None,
 def export_legacy_capsule(buffer: Any, stream: int | Any | None) -> Any:
   """Returns a DLPack 0.x capsule aliasing a single-device ``ArrayImpl``."""
   return _binding.buffer_to_dlpack_managed_tensor(buffer, stream=stream)
+
+
+def export_versioned_capsule(buffer: Any, stream: int | Any | None,
+                             max_version: tuple[int, int]) -> Any:
+  """Returns a READ_ONLY DLPack 1.x capsule aliasing ``buffer``.
+
+  Only for ``JAXLIB_EXPORTS_VERSIONED_CAPSULES``, and a ``max_version`` of at
+  least ``(1, 0)``. The capsule carries jaxlib's own DLPack version.
+  """
+  if _BINDING_SHAPE_PROBLEM is not None:
+    raise RuntimeError(_BINDING_SHAPE_PROBLEM)
+  return _binding.buffer_to_dlpack_managed_tensor(
+      buffer, stream=stream, max_version=max_version)
+
+
+def expected_binding_parameters() -> dict[str, tuple[str, ...]]:
+  """The parameter names the gates expect of each jaxlib DLPack function."""
+  import_parameters: tuple[str, ...] = ("dlpack", "device", "stream")
+  if _BINDING_TAKES_COPY:
+    import_parameters += ("copy",)
+  if _BINDING_TAKES_DL_DEVICE_TYPE:
+    import_parameters += ("dl_device_type",)
+  export_parameters: tuple[str, ...] = ("buffer", "stream")
+  if JAXLIB_EXPORTS_VERSIONED_CAPSULES:
+    export_parameters += ("max_version", "copied")
+  return {"dlpack_managed_tensor_to_buffer": import_parameters,
+          "buffer_to_dlpack_managed_tensor": export_parameters}
+
+
+_PARAMETER_NAME = re.compile(r"(\w+)\s*:")
+
+
+def binding_parameters(name: str) -> list[tuple[str, ...]]:
+  """The parameter names of each signature jaxlib documents for ``name``."""
+  doc = getattr(_binding, name).__doc__ or ""
+  shapes = []
+  for line in doc.splitlines():
+    line = re.sub(r"^\d+\.\s*", "", line.strip())  # Numbered overloads.
+    if line.startswith(f"{name}(") and ")" in line:
+      parameters = line[len(name) + 1:line.rindex(")")]
+      shapes.append(tuple(_PARAMETER_NAME.findall(parameters)))
+  return shapes
+
+
+def binding_shape_problem() -> str | None:
+  """Says how jaxlib's DLPack functions differ from the gates, if they do."""
+  for name, expected in expected_binding_parameters().items():
+    found = binding_parameters(name)
+    if expected not in found:
+      return (f"jax-patch does not know the shape of jaxlib {lib.version_str}'s "
+              f"{name}: it documents {found or 'no signature'}, where "
+              f"jax-patch expects {expected} (extension version "
+              f"{EXTENSION_VERSION}; tested: {TESTED_RANGE}).")
+  return None
+
+
+# Only past the tested range can the binding take a shape no gate expects;
+# there from_dlpack and to_dlpack refuse with this reason rather than guess.
+_BINDING_SHAPE_PROBLEM = (binding_shape_problem() if IS_UNTESTED_JAXLIB
+                          else None)
 
 
 def is_tracing() -> bool:

@@ -576,7 +576,9 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
     raise TypeError(f"Argument to to_dlpack must be a jax.Array, got {type(x)}")
   if copy is not None:
     copy = _check_copy(copy, "to_dlpack")
-  if max_version is not None and tuple(max_version) < MIN_DLPACK_VERSION:
+  requested = None if max_version is None else (max_version[0],
+                                                 max_version[1])
+  if requested is not None and requested < MIN_DLPACK_VERSION:
     raise BufferError(
         f"JAX does not support any version below {MIN_DLPACK_VERSION} but "
         f"version ({max_version}) was requested.")
@@ -584,26 +586,18 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
     src_device = dlpack_device.single_device(x, "to_dlpack")
   exported, device, copied = _export_placement(x, src_device, dl_device, copy)
   _check_export_stream(stream, device)
-  if max_version is None or tuple(max_version) < (1, 0):
+  if requested is None or requested < (1, 0):
     return _export_capsule(exported, device, stream)
-  if not copied and _jaxlib_exports(exported.dtype):
+  if not copied and dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES:
+    # jaxlib 0.12 on knows every dtype the patch exports, and marks its
+    # alias READ_ONLY.
     return dlpack_compat.export_versioned_capsule(
-        exported.addressable_data(0), _jaxlib_stream(stream),
-        (max_version[0], max_version[1]))
+        exported.addressable_data(0), _jaxlib_stream(stream), requested)
   capsule = _export_capsule(exported, device, stream)
   flags = (dlpack_capsule.FLAG_IS_COPIED if copied
            else dlpack_capsule.FLAG_READ_ONLY)
-  version = min(tuple(max_version), dlpack_capsule.MAX_VERSION)
   return dlpack_capsule.as_versioned_capsule(
-      capsule, (version[0], version[1]), flags)
-
-
-def _jaxlib_exports(dtype: np.dtype[Any]) -> bool:
-  """Whether jaxlib's own 1.x export serves an uncopied ``dtype`` right."""
-  if not dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES:
-    return False
-  code = dlpack_capsule.dl_type_code(dtype)
-  return code is None or dlpack_compat.jaxlib_knows_type_code(code)
+      capsule, min(requested, dlpack_capsule.MAX_VERSION), flags)
 
 
 def _jaxlib_stream(stream: int | Any | None) -> int | Any | None:

@@ -14,30 +14,51 @@
 
 """The version matrix: the same patch on every supported JAX minor line.
 
-Each `matrix` session makes its own virtualenv with one jax/jaxlib pair and
-runs, in it, the test suite, `jax-patch check` and `jax-patch vendor` (the
-dry run), plus mypy, pytype and the typing tests on the oldest and newest
-pair. The `table` session prints version x step from what they recorded.
+Each `matrix` session makes its own virtualenv with one jax/jaxlib pair on
+one Python and runs, in it, the test suite, `jax-patch check` and `jax-patch
+vendor` (the dry run), plus mypy, pytype and the typing tests on the oldest
+and newest pair. The `table` session prints version x step from what they
+recorded.
 
   .venv/bin/nox                         # every version, then the table
   .venv/bin/nox -t edges                # oldest and newest (.ci/run)
-  .venv/bin/nox -s "matrix(0.6.2)" table
+  .venv/bin/nox -s "matrix(0.6.2, py3.11)" table
   .venv/bin/nox -s boundary             # the releases beside each gate
+
+Python 3.12 and 3.13 are taken from pyenv's directory when it has them (see
+`_interpreter`), so nox itself may run on any of the three.
 """
 
 import json
+import os
 import pathlib
+import re
+import sys
 import time
 import xml.etree.ElementTree as ElementTree
 
 import nox
 
-# One release per minor line, 0.4.35 (the oldest supported) to 0.10.2.
-VERSIONS = ("0.4.35", "0.4.38", "0.5.3", "0.6.2", "0.7.2", "0.8.2", "0.9.2",
-            "0.10.2")
-# Type-checked too: the oldest and the newest.
-TYPE_CHECKED = (VERSIONS[0], VERSIONS[-1])
+# (jax/jaxlib, Python): one release per minor line, 0.4.35 (the oldest
+# supported) to 0.12.0.1. JAX 0.11 and later install only on Python 3.12 and
+# newer; the newest also runs on 3.13, the newest Python it supports.
+MATRIX = (("0.4.35", "3.11"), ("0.4.38", "3.11"), ("0.5.3", "3.11"),
+          ("0.6.2", "3.11"), ("0.7.2", "3.11"), ("0.8.2", "3.11"),
+          ("0.9.2", "3.11"), ("0.10.2", "3.11"), ("0.11.2", "3.12"),
+          ("0.12.0.1", "3.12"), ("0.12.0.1", "3.13"))
+# Type-checked too: the oldest and the newest, each on a Python that both
+# mypy and pytype run on (pytype 2024.10.11 has no Python 3.13).
+TYPE_CHECKED = (MATRIX[0], ("0.12.0.1", "3.12"))
 STEPS = ("tests", "check", "vendor", "types")
+
+# The releases on either side of each gate in jax_patch/_src/dlpack_compat.py
+# that the matrix does not already hold: the layout gates of 0.5 to 0.8, the
+# compact-layout gate at jaxlib 0.11.2 (0.11.1 is below it) and the versioned
+# import and export gate at 0.12.0 (0.11.2, below it, is in the matrix).
+BOUNDARIES = (("0.5.0", "3.11"), ("0.5.1", "3.11"), ("0.6.0", "3.11"),
+              ("0.6.1", "3.11"), ("0.7.0", "3.11"), ("0.7.1", "3.11"),
+              ("0.8.0", "3.11"), ("0.8.1", "3.11"), ("0.11.1", "3.12"),
+              ("0.12.0", "3.12"))
 
 _ROOT = pathlib.Path(__file__).parent
 _RESULTS = _ROOT / ".nox" / "matrix-results"
@@ -52,9 +73,66 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["matrix", "table"]
 
 
-def _record(version: str, results: dict[str, str]) -> None:
+def _pyenv_interpreter(version: str) -> str | None:
+  """pyenv's newest CPython `version`.x (e.g. 3.12.1 for "3.12"), if any."""
+  versions = pathlib.Path(
+      os.environ.get("PYENV_ROOT", pathlib.Path.home() / ".pyenv"), "versions")
+  releases = []
+  for path in versions.glob(f"{version}.*"):
+    # Only final releases: not "3.13.0t" (free-threaded) or "3.12-dev".
+    match = re.fullmatch(re.escape(version) + r"\.(\d+)", path.name)
+    executable = path / "bin" / f"python{version}"
+    if match and os.access(executable, os.X_OK):
+      releases.append((int(match.group(1)), str(executable)))
+  return max(releases)[1] if releases else None
+
+
+def _interpreter(version: str) -> str:
+  """The interpreter to make a virtualenv of Python `version` ("3.12") with.
+
+  On this project's machines Python 3.12 and 3.13 are pyenv versions beside
+  the selected 3.11. pyenv's shims put `python3.13` on PATH, but running it
+  fails ("pyenv: python3.13: command not found"), and nox's own lookup
+  (python-discovery) tries that shim and finds no Python 3.13; so pyenv's
+  directory is asked first. Then the Python running nox, if it is that
+  version; else nox looks the version up itself, and says plainly when it
+  finds none.
+  """
+  found = _pyenv_interpreter(version)
+  if found:
+    return found
+  if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
+    return sys.executable
+  return version
+
+
+def _name(jax: str, python: str) -> str:
+  """Names a (jax, Python) pair in session ids, files and the table."""
+  return f"{jax}, py{python}"
+
+
+def _parametrize(pairs: tuple[tuple[str, str], ...],
+                 tagged: tuple[tuple[str, str], ...] = ()):
+  """nox.parametrize over (jax, Python) pairs, with readable ids.
+
+  `python` is a parameter the session function does not take: nox then makes
+  the virtualenv with that interpreter, while the session gets the version
+  as `python_version` and the id shows it, not a path.
+  """
+  return nox.parametrize(
+      "python,jax,python_version",
+      [(_interpreter(python), jax, python) for jax, python in pairs],
+      ids=[_name(*pair) for pair in pairs],
+      tags=[["edges"] if pair in tagged else [] for pair in pairs])
+
+
+def _result_path(jax: str, python: str, suffix: str) -> pathlib.Path:
+  return _RESULTS / f"{jax}-py{python}{suffix}"
+
+
+def _record(jax: str, python: str, results: dict[str, str]) -> None:
   _RESULTS.mkdir(parents=True, exist_ok=True)
-  (_RESULTS / f"{version}.json").write_text(
+  _result_path(jax, python, ".json").write_text(
       json.dumps(dict(results, run=_RUN)))
 
 
@@ -85,16 +163,26 @@ def _test_counts(junit: pathlib.Path) -> str:
   return f"{passed} passed, {failed} failed, {skipped} skipped"
 
 
+def _types(session: nox.Session) -> str:
+  """mypy (strict) and pytype, each with a cache inside the virtualenv."""
+  scratch = pathlib.Path(session.virtualenv.location)
+  mypy = _run_step(session, "mypy", f"--cache-dir={scratch / 'mypy'}")
+  pytype = _run_step(session, "pytype", "--config=setup.cfg", "--jobs=2",
+                     f"--output={scratch / 'pytype'}")
+  return "ok" if mypy == pytype == "ok" else "FAIL"
+
+
 @nox.session
-@nox.parametrize("jax", VERSIONS, ids=VERSIONS, tags=[
-    ["edges"] if v in TYPE_CHECKED else [] for v in VERSIONS])
-def matrix(session: nox.Session, jax: str) -> None:
+@_parametrize(MATRIX, tagged=TYPE_CHECKED)
+def matrix(session: nox.Session, jax: str, python_version: str) -> None:
   """Tests, check and a vendored dry run against one jax/jaxlib pair."""
-  typed = jax in TYPE_CHECKED
+  python = python_version
+  typed = (jax, python) in TYPE_CHECKED
   _install(session, jax, "test,typecheck" if typed else "test")
-  session.run("python", "-c", "import jax, jaxlib; print('jax', "
-              "jax.__version__, 'jaxlib', jaxlib.__version__)")
-  junit = _RESULTS / f"{jax}-tests.xml"
+  session.run("python", "-c", "import sys, jax, jaxlib; print('jax', "
+              "jax.__version__, 'jaxlib', jaxlib.__version__, 'python', "
+              "sys.version.split()[0])")
+  junit = _result_path(jax, python, "-tests.xml")
   junit.unlink(missing_ok=True)
   pytest = ["python", "-m", "pytest", "-q", "tests", f"--junitxml={junit}"]
   if not typed:
@@ -102,40 +190,30 @@ def matrix(session: nox.Session, jax: str) -> None:
   results = {"tests": _run_step(session, *pytest),
              "check": _run_step(session, "jax-patch", "check"),
              "vendor": _run_step(session, "jax-patch", "vendor"),
-             "types": "-"}
-  if typed:
-    scratch = pathlib.Path(session.virtualenv.location)
-    mypy = _run_step(session, "mypy", f"--cache-dir={scratch / 'mypy'}")
-    pytype = _run_step(session, "pytype", "--config=setup.cfg", "--jobs=2",
-                       f"--output={scratch / 'pytype'}")
-    results["types"] = "ok" if mypy == pytype == "ok" else "FAIL"
+             "types": _types(session) if typed else "-"}
   results["test counts"] = _test_counts(junit)
-  _record(jax, results)
+  _record(jax, python, results)
   failed = [step for step in STEPS if results[step] == "FAIL"]
   if failed:
-    session.error(f"jax {jax}: {', '.join(failed)} failed")
+    session.error(f"jax {_name(jax, python)}: {', '.join(failed)} failed")
 
 
-def _this_runs_results() -> list[tuple[str, dict[str, str]]]:
+def _this_runs_results() -> list[tuple[str, str, dict[str, str]]]:
+  """(jax, Python, results) of the matrix sessions this run, in order."""
   rows = []
-  for version in VERSIONS:
-    path = _RESULTS / f"{version}.json"
+  for jax, python in MATRIX:
+    path = _result_path(jax, python, ".json")
     results = json.loads(path.read_text()) if path.is_file() else {}
     if results.get("run") == _RUN:
-      rows.append((version, results))
+      rows.append((jax, python, results))
   return rows
 
 
-# The releases on either side of each gate in jax_patch/_src/dlpack_compat.py
-# that the matrix does not already hold.
-BOUNDARIES = ("0.5.0", "0.5.1", "0.6.0", "0.6.1", "0.7.0", "0.7.1", "0.8.0",
-              "0.8.1")
-
-
 @nox.session
-@nox.parametrize("jax", BOUNDARIES, ids=BOUNDARIES)
-def boundary(session: nox.Session, jax: str) -> None:
+@_parametrize(BOUNDARIES)
+def boundary(session: nox.Session, jax: str, python_version: str) -> None:
   """The gate and conformance tests at a release beside a version gate."""
+  del python_version  # In the session's id; nox made the virtualenv with it.
   _install(session, jax, "test")
   session.run("python", "-m", "pytest", "-q", "tests/dlpack_compat_test.py",
               "tests/conformance_test.py")
@@ -145,13 +223,14 @@ def boundary(session: nox.Session, jax: str) -> None:
 def table(session: nox.Session) -> None:
   """Prints version x step for the matrix sessions of this run."""
   rows = _this_runs_results()
-  header = ["jax/jaxlib", *STEPS, "test counts"]
-  widths = [max(len(header[0]), 10)] + [max(len(s), 6) for s in STEPS] + [33]
+  header = ["jax/jaxlib", "python", *STEPS, "test counts"]
+  widths = [10, 6] + [max(len(s), 6) for s in STEPS] + [33]
   print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
-  for version, results in rows:
-    cells = [version, *(results[s] for s in STEPS), results["test counts"]]
+  for jax, python, results in rows:
+    cells = [jax, python, *(results[s] for s in STEPS),
+             results["test counts"]]
     print("  ".join(c.ljust(w) for c, w in zip(cells, widths)))
-  cells = [results[s] for _, results in rows for s in STEPS]
+  cells = [results[s] for _, _, results in rows for s in STEPS]
   passed, failed = cells.count("ok"), cells.count("FAIL")
   print(f"matrix: {passed} passed, {failed} failed")
   if not rows:

@@ -122,10 +122,12 @@ class UpstreamBaselineTest(absltest.TestCase):
       warnings.simplefilter("ignore", DeprecationWarning)
       outcomes = {case.name: conformance.run_case(case, jnp.from_dlpack)[1]
                   for case in conformance.CASES}
-    failing = {name for name, passed in outcomes.items() if passed is False}
-    ran = {name for name, passed in outcomes.items() if passed is not None}
+    # Upstream's results on a GPU are unmeasured, and cases whose producer
+    # is missing here (torch, say) are skipped.
+    ran = {name for name, passed in outcomes.items()
+           if passed is not None and name not in conformance.GPU_CASES}
     self.assertNotEmpty(ran)
-    # Cases whose producer is missing here (torch, say) are skipped.
+    failing = {name for name in ran if outcomes[name] is False}
     self.assertEqual(failing,
                      upstream_bugs(dlpack_compat.EXTENSION_VERSION) & ran)
 

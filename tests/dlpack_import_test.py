@@ -36,6 +36,7 @@ from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
 from tests import memory
+from tests import producers
 
 
 
@@ -143,6 +144,57 @@ class PeerProducerTest(absltest.TestCase):
     producer = _CapsuleNameRecorder(source)
     dlpack.from_dlpack(producer, copy=False)
     self.assertEqual(producer.names, [dlpack_capsule.VERSIONED_NAME])
+
+
+class GatherOnDeviceTest(parameterized.TestCase):
+  """The on-device copy of layouts jaxlib cannot alias, shown on the CPU.
+
+  from_dlpack takes it for accelerator tensors (a strided CUDA tensor, say);
+  host tensors are copied by NumPy instead, so these tests call it directly.
+  On the CPU, jaxlib aliases only a 64-byte-aligned span: each view here
+  starts its span at its aligned base.
+  """
+
+  @parameterized.named_parameters(
+      ("step", lambda base: base[::2, ::3]),
+      ("reversed_rows", lambda base: base[::-1, ::2]),
+      ("broadcast", lambda base: np.broadcast_to(base[:1], (4, 8))),
+      ("transposed", lambda base: base.T),
+      ("zero_size", lambda base: base[:0, ::2]),
+  )
+  def test_gathers_an_independent_row_major_copy(self, view: Any) -> None:
+    base = conformance.aligned_array((8, 8))
+    source = view(base)
+    expected = np.array(source)
+    producer = producers.CraftedProducer(source)
+    result = dlpack.gather_on_device(producer.__dlpack__(),
+                                     jax.devices("cpu")[0], None, 1, None)
+    base[...] = -1
+    np.testing.assert_array_equal(np.asarray(result), expected)
+    self.assertEqual(result.dtype, source.dtype)
+    gc.collect()
+    self.assertEqual(producer.deletes, 1)  # Released once the gather read it.
+
+  def test_casts_to_the_canonical_dtype(self) -> None:
+    base = conformance.aligned_array((16,), np.float64)
+    producer = producers.CraftedProducer(base[::2])  # Owns the tensor.
+    result = dlpack.gather_on_device(producer.__dlpack__(),
+                                     jax.devices("cpu")[0], None, 1,
+                                     np.dtype(np.float32))
+    self.assertEqual(result.dtype, np.float32)
+    np.testing.assert_array_equal(np.asarray(result), np.arange(0, 16, 2))
+
+  def test_span_jaxlib_refuses_raises_buffer_error_and_releases_once(
+      self) -> None:
+    # Its span starts 4 bytes past the aligned base: jaxlib's CPU alias
+    # refuses it.
+    source = conformance.aligned_array((8, 8))[::-1, ::-2]
+    producer = producers.CraftedProducer(source)
+    with self.assertRaisesRegex(BufferError, "jaxlib cannot import"):
+      dlpack.gather_on_device(producer.__dlpack__(), jax.devices("cpu")[0],
+                              None, 1, None)
+    gc.collect()
+    self.assertEqual(producer.deletes, 1)
 
 
 if __name__ == "__main__":

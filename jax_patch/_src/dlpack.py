@@ -492,26 +492,74 @@ def _import_device(capsule: Any, source: Any, dl_device_type: int,
   if copy is False and canonical != dtype:
     raise CopyRequiredError(_copy_message(
         f"dtype {dtype} becomes {canonical} with jax_enable_x64 off"))
+  # Asking jaxlib despite a refusal could import the data permuted.
   reason = _jaxlib_refusal(capsule, dl_dtype)
+  if reason is None:
+    try:
+      result = dlpack_compat.import_capsule(capsule, source, stream,
+                                            dl_device_type)
+    except dlpack_compat.RuntimeErrorType as err:
+      reason = f"jaxlib cannot alias it ({err})"  # The capsule is still ours.
   if reason is not None:
-    # Asking anyway could import the data permuted.
     if copy is False:
       raise CopyRequiredError(_copy_message(reason))
-    raise BufferError(
-        f"from_dlpack: cannot import this {source.platform} tensor: {reason}."
-        " Make it row-major in the producer first.")
-  try:
-    result = dlpack_compat.import_capsule(capsule, source, stream,
-                                                 dl_device_type)
-  except dlpack_compat.RuntimeErrorType as err:
-    if copy is False:
-      raise CopyRequiredError(_copy_message(f"jaxlib cannot alias it ({err})"))
-    raise BufferError(
-        f"from_dlpack: jaxlib cannot import this {source.platform} tensor "
-        f"({err}). Make it contiguous in the producer first.") from None
+    return gather_on_device(capsule, source, stream, dl_device_type,
+                            canonical)
   if canonical is not None and canonical != result.dtype:
     return _finished(result.astype(canonical))
   return _finished(_array_copy(result)) if independent else result
+
+
+def gather_on_device(capsule: Any, source: Any, stream: int | None,
+                     dl_device_type: int,
+                     canonical: np.dtype[Any] | None) -> Array:
+  """Copies a tensor jaxlib cannot alias as laid out, on its own device.
+
+  Strided (``x[::2]``), reversed, broadcast or, where jaxlib mishandles
+  them, permuted layouts. The memory the tensor spans is aliased as one
+  row-major vector, which every jaxlib reads, and the tensor is gathered
+  from it into a fresh row-major array. The producer's memory is read only
+  by the gather, which has finished when this returns, and is released then.
+
+  Raises:
+    BufferError: the dtype has no NumPy equivalent, the span is too long to
+      index with ``jax_enable_x64`` off, or jaxlib cannot import the span.
+  """
+  info = dlpack_capsule.inspect(capsule)
+  if info.dtype is None:
+    raise BufferError(
+        f"from_dlpack: DLPack dtype (code, bits, lanes) = {info.dl_dtype} is "
+        "not supported.")
+  index_dtype = _canonical_dtype(np.dtype(np.int64))
+  if dlpack_capsule.element_span(info.shape, info.strides)[1] > np.iinfo(
+      index_dtype).max:
+    raise BufferError(
+        f"from_dlpack: this strided {source.platform} tensor spans more "
+        f"elements than {index_dtype} indexes; enable jax_enable_x64 or make "
+        "it contiguous in the producer.")
+  span_capsule, first = dlpack_capsule.as_span_capsule(capsule, info)
+  try:
+    span = dlpack_compat.import_capsule(span_capsule, source, stream,
+                                        dl_device_type)
+  except dlpack_compat.RuntimeErrorType as err:
+    raise BufferError(
+        f"from_dlpack: jaxlib cannot import this {source.platform} tensor "
+        f"({err}).") from None
+  offsets = first + _element_offsets(info.shape, info.strides)
+  result = span[dlpack_device.place(offsets.astype(index_dtype), source)]
+  if canonical is not None and canonical != result.dtype:
+    result = result.astype(canonical)
+  return _finished(result)
+
+
+def _element_offsets(shape: tuple[int, ...],
+                     strides: tuple[int, ...]) -> np.ndarray[Any, Any]:
+  """Each element's offset from the first, in row-major order of ``shape``."""
+  offsets = np.zeros(shape, np.int64)
+  for axis, (dim, stride) in enumerate(zip(shape, strides)):
+    along = np.arange(dim, dtype=np.int64) * stride
+    offsets += along.reshape((dim,) + (1,) * (len(shape) - axis - 1))
+  return offsets
 
 
 def _from_foreign_platform(external_array: Any, dl_device: tuple[int, int],

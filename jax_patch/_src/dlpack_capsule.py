@@ -532,6 +532,63 @@ def as_versioned_capsule(capsule: Any, version: tuple[int, int],
               _USED_LEGACY_NAME_PTR, _producer_release(deleter, address))
 
 
+def element_span(shape: tuple[int, ...],
+                 strides: tuple[int, ...]) -> tuple[int, int]:
+  """Where a strided tensor's elements lie, relative to its first element.
+
+  Returns:
+    ``(low, count)``: the lowest element offset the strides reach (0 or
+    negative) and how many elements lie from there to the highest; ``(0,
+    0)`` for a tensor with no elements.
+  """
+  if not math.prod(shape):
+    return 0, 0
+  extents = [stride * (dim - 1) for stride, dim in zip(strides, shape)]
+  low = sum(e for e in extents if e < 0)
+  high = sum(e for e in extents if e > 0)
+  return low, high - low + 1
+
+
+def as_span_capsule(capsule: Any, info: TensorInfo) -> tuple[Any, int]:
+  """Takes over ``capsule`` as a 0.x capsule of all the memory it spans.
+
+  The new tensor is one row-major vector of ``info.dtype``, from the lowest
+  element the strides reach to the highest: a layout every jaxlib aliases,
+  from which the strided tensor can be gathered. ``capsule`` is renamed as
+  used; its producer's deleter runs exactly once, when the new capsule's
+  consumer releases the tensor or the new capsule dies unconsumed.
+
+  Args:
+    capsule: the 0.x or 1.x capsule ``info`` was read from, unconsumed.
+    info: what :func:`inspect` read from it; its dtype is known.
+
+  Returns:
+    ``(span_capsule, first)``: the new capsule, and the offset of the
+    tensor's first element in the vector, in elements.
+  """
+  assert info.dtype is not None
+  versioned, address = _managed_tensor_address(capsule)
+  if versioned:
+    deleter = _VERSIONED_HEADER.unpack_from(
+        _VERSIONED_BYTES.from_address(address))[3]
+  else:
+    deleter = _LEGACY_TAIL.unpack_from(
+        _LegacyBytes.from_address(address), _TENSOR_SIZE)[1]
+  low, count = element_span(info.shape, info.strides)
+  legacy_size = ctypes.sizeof(_DLManagedTensor)
+  storage = (ctypes.c_char * (legacy_size + 8))()
+  shape_address = ctypes.addressof(storage) + legacy_size
+  struct.pack_into(
+      f"={_TENSOR_FIELDS.format[1:]}QQq", storage, 0,
+      info.address + low * info.dtype.itemsize, *info.device, 1,
+      *info.dl_dtype, shape_address, 0, 0, address, _DELETER_ADDRESS, count)
+  used_name = (_USED_VERSIONED_NAME_PTR if versioned
+               else _USED_LEGACY_NAME_PTR)
+  span = _own(storage, _LEGACY_NAME_PTR, LEGACY_NAME, capsule, used_name,
+              _producer_release(deleter, address))
+  return span, -low
+
+
 def _own(managed: Any, name: ctypes.c_char_p, name_value: bytes,
          capsule: Any, used_name: ctypes.c_char_p,
          on_release: Callable[[], None]) -> Any:
@@ -603,13 +660,12 @@ def host_view(info: TensorInfo) -> np.ndarray[Any, Any]:
   if info.size == 0:
     return np.empty(info.shape, info.dtype)
   itemsize = info.dtype.itemsize
-  byte_strides = tuple(s * itemsize for s in info.strides)
-  extents = [s * (d - 1) for s, d in zip(byte_strides, info.shape)]
-  low = sum(e for e in extents if e < 0)
-  high = sum(e for e in extents if e > 0) + itemsize
-  buffer = (ctypes.c_char * (high - low)).from_address(info.address + low)
+  low, count = element_span(info.shape, info.strides)
+  buffer = (ctypes.c_char * (count * itemsize)).from_address(
+      info.address + low * itemsize)
   view: np.ndarray[Any, Any] = np.ndarray(
-      info.shape, info.dtype, buffer=memoryview(buffer), offset=-low,
-      strides=byte_strides)
+      info.shape, info.dtype, buffer=memoryview(buffer),
+      offset=-low * itemsize,
+      strides=tuple(s * itemsize for s in info.strides))
   view.flags.writeable = False
   return view

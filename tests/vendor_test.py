@@ -12,11 +12,14 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Tests for vendoring into a scratch copy of the installed JAX."""
+"""Tests for vendoring into copies of the installed JAX, plain and in git."""
 
+import contextlib
 import hashlib
+import io
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -25,14 +28,57 @@ import tempfile
 from absl.testing import absltest
 import jax
 
+from jax_patch._src import cli
+from jax_patch._src import dlpack_compat
 from jax_patch._src import vendor
 
 _INSTALLED_JAX = pathlib.Path(jax.__file__).parent
+# Past any release the pristine table can hold.
+_UNRELEASED = "99.0.0.dev20991231"
+_DLPACK = "jax/_src/dlpack.py"
 
 
 def _snapshot(root: pathlib.Path) -> dict[str, str]:
   return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-          for p in sorted(root.rglob("*")) if p.is_file()}
+          for p in sorted(root.rglob("*"))
+          if p.is_file() and ".git" not in p.relative_to(root).parts}
+
+
+def _copy_installed_jax(root: pathlib.Path, checkout: bool) -> pathlib.Path:
+  """A real copy (never links: vendoring writes) of the installed JAX."""
+  shutil.copytree(_INSTALLED_JAX, root / "jax",
+                  ignore=shutil.ignore_patterns("__pycache__"))
+  if checkout:
+    (root / "tests").mkdir()
+    (root / "tests" / "BUILD").write_text("# As JAX's tests/ has.\n")
+    (root / "pyproject.toml").write_text("[project]\nname = 'jax'\n")
+  return root
+
+
+def _set_version(root: pathlib.Path, version: str) -> None:
+  version_file = root / "jax" / "version.py"
+  text, count = re.subn(r'^_version = "[^"]+"', f'_version = "{version}"',
+                        version_file.read_text(), count=1, flags=re.M)
+  assert count == 1, f"{version_file} sets no _version"
+  version_file.write_text(text)
+
+
+def _git(root: pathlib.Path, *args: str) -> str:
+  """Runs git in ``root`` with a fixed identity; fails the test on error."""
+  run = subprocess.run(
+      ["git", "-c", "user.name=jax-patch test",
+       "-c", "user.email=test@jax-patch.invalid", "-c", "commit.gpgsign=false",
+       *args], cwd=root, capture_output=True, text=True, check=False)
+  if run.returncode:
+    raise AssertionError(f"git {' '.join(args)}: {run.stderr}")
+  return run.stdout
+
+
+def _run_cli(*argv: str) -> tuple[int, str, str]:
+  out, err = io.StringIO(), io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    code = cli.main(list(argv))
+  return code, out.getvalue(), err.getvalue()
 
 
 class VendorTest(absltest.TestCase):
@@ -43,14 +89,7 @@ class VendorTest(absltest.TestCase):
     self.addCleanup(shutil.rmtree, self.scratch, ignore_errors=True)
 
   def _jax_tree(self, name: str, checkout: bool = False) -> pathlib.Path:
-    """A real copy (never links: vendoring writes) of the installed JAX."""
-    root = self.scratch / name
-    shutil.copytree(_INSTALLED_JAX, root / "jax",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    if checkout:
-      (root / "tests").mkdir()
-      (root / "pyproject.toml").write_text("[project]\nname = 'jax'\n")
-    return root
+    return _copy_installed_jax(self.scratch / name, checkout)
 
   def test_vendored_checkout_passes_the_conformance_tests(self) -> None:
     root = self._jax_tree("checkout", checkout=True)
@@ -99,12 +138,40 @@ class VendorTest(absltest.TestCase):
       section = patch.split(f"diff --git a/{path}")[1].split("diff --git")[0]
       self.assertEqual(section.count("\n@@ "), 1, section)
 
-  def test_unsupported_version_is_refused(self) -> None:
+  def test_version_older_than_the_tested_range_is_refused(self) -> None:
     root = self._jax_tree("old")
-    version_file = root / "jax" / "version.py"
-    version_file.write_text(version_file.read_text().replace(
-        f'_version = "{jax.__version__}"', '_version = "0.3.0"'))
-    with self.assertRaisesRegex(vendor.VendorError, "0.3.0 .* not supported"):
+    _set_version(root, "0.3.0")
+    before = _snapshot(root)
+    with self.assertRaisesRegex(vendor.VendorError,
+                                "0.3.0 .* older than the tested range"):
+      vendor.vendor(root)
+    self.assertEqual(_snapshot(root), before)
+
+  def test_newer_version_is_refused_naming_the_tested_range(self) -> None:
+    root = self._jax_tree("newer")
+    _set_version(root, _UNRELEASED)
+    before = _snapshot(root)
+    with self.assertRaisesRegex(vendor.VendorError,
+                                dlpack_compat.TESTED_RANGE + r".*--force"):
+      vendor.vendor(root)
+    with self.assertRaisesRegex(vendor.VendorError,
+                                dlpack_compat.TESTED_RANGE):
+      vendor.diff(root)
+    self.assertEqual(_snapshot(root), before)
+
+  def test_force_vendors_a_newer_version_with_a_note(self) -> None:
+    root = self._jax_tree("newer_forced")
+    _set_version(root, _UNRELEASED)
+    vendored = vendor.vendor(root, force=True)
+    self.assertNotEmpty(vendored.changes)
+    self.assertLen(vendored.notes, 1)
+    self.assertIn(dlpack_compat.TESTED_RANGE, vendored.notes[0])
+
+  def test_unrecorded_version_inside_the_range_is_refused(self) -> None:
+    # No hash record and no git: local changes cannot be told apart.
+    root = self._jax_tree("unrecorded")
+    _set_version(root, dlpack_compat.OLDEST_TESTED_JAX + ".99")
+    with self.assertRaisesRegex(vendor.VendorError, "not a git checkout"):
       vendor.vendor(root)
 
   def test_local_changes_are_refused_and_named(self) -> None:
@@ -115,7 +182,23 @@ class VendorTest(absltest.TestCase):
     with self.assertRaisesRegex(vendor.VendorError, "jax/_src/dlpack.py"):
       vendor.vendor(root)
     self.assertEqual(_snapshot(root), before)
-    self.assertNotEmpty(vendor.vendor(root, force=True))
+    forced = vendor.vendor(root, force=True)
+    self.assertNotEmpty(forced.changes)
+    self.assertIn("jax/_src/dlpack.py", " ".join(forced.notes))
+
+  def test_pristine_table_spans_the_tested_range(self) -> None:
+    self.assertEqual(
+        (vendor.SUPPORTED_VERSIONS[0], vendor.SUPPORTED_VERSIONS[-1]),
+        (dlpack_compat.OLDEST_TESTED_JAX, dlpack_compat.NEWEST_TESTED_JAX))
+
+  def test_pristine_table_records_the_installed_release(self) -> None:
+    if dlpack_compat.IS_UNTESTED_JAXLIB:
+      self.skipTest(f"jax {jax.__version__} is past the tested range")
+    self.assertEqual(
+        vendor.PRISTINE[jax.__version__],
+        {path: hashlib.sha256(
+            (_INSTALLED_JAX.parent / path).read_bytes()).hexdigest()
+         for path in vendor.PRISTINE[jax.__version__]})
 
   def test_revert_restores_the_tree_byte_for_byte(self) -> None:
     root = self._jax_tree("reverted", checkout=True)
@@ -129,7 +212,7 @@ class VendorTest(absltest.TestCase):
     root = self._jax_tree("twice")
     before = _snapshot(root)
     vendor.vendor(root)
-    self.assertEqual(vendor.vendor(root), [])
+    self.assertEqual(vendor.vendor(root).changes, [])
     vendor.revert(root)
     self.assertEqual(_snapshot(root), before)
 
@@ -143,6 +226,144 @@ class VendorTest(absltest.TestCase):
                          check=False)
     self.assertEqual(run.returncode, 0, run.stderr)
     self.assertEqual(run.stdout, vendor.diff(_INSTALLED_JAX.parent))
+
+  def test_cli_refuses_a_newer_version_unless_forced(self) -> None:
+    root = self._jax_tree("cli_newer")
+    _set_version(root, _UNRELEASED)
+    for command in (["vendor", "--into", str(root)],
+                    ["diff", "--against", str(root)]):
+      code, out, err = _run_cli(*command)
+      self.assertEqual((code, out), (1, ""), err)
+      self.assertIn(dlpack_compat.TESTED_RANGE, err)
+    code, out, err = _run_cli("diff", "--against", str(root), "--force")
+    self.assertEqual(code, 0, err)
+    self.assertStartsWith(out, "diff --git ")
+    self.assertIn("note:", err)
+    code, out, err = _run_cli("vendor", "--into", str(root), "--force")
+    self.assertEqual(code, 0, err)
+    self.assertIn(dlpack_compat.TESTED_RANGE, err)
+
+
+class GitCheckoutTest(absltest.TestCase):
+  """In a git checkout, git, not the hash table, says what is upstream's.
+
+  CI cannot fetch JAX's repository, so the checkout is made here: the
+  installed JAX's files, committed to a new repository, with a version past
+  the tested range (as JAX's main branch is) and a ``dlpack.py`` no release
+  ships.
+  """
+
+  origin: pathlib.Path  # That repository, which each test clones.
+
+  @classmethod
+  def setUpClass(cls) -> None:
+    super().setUpClass()
+    cls.origin = pathlib.Path(tempfile.mkdtemp(prefix="jax-patch-git-"))
+    _copy_installed_jax(cls.origin, checkout=True)
+    _set_version(cls.origin, _UNRELEASED)
+    with (cls.origin / _DLPACK).open("a") as dlpack_file:
+      dlpack_file.write("# A commit after the release.\n")
+    _git(cls.origin, "init", "--quiet")
+    _git(cls.origin, "add", "--all")
+    _git(cls.origin, "commit", "--quiet", "-m", "JAX, as upstream has it")
+
+  @classmethod
+  def tearDownClass(cls) -> None:
+    shutil.rmtree(cls.origin, ignore_errors=True)
+    super().tearDownClass()
+
+  def setUp(self) -> None:
+    super().setUp()
+    self.scratch = pathlib.Path(tempfile.mkdtemp(prefix="jax-patch-test-"))
+    self.addCleanup(shutil.rmtree, self.scratch, ignore_errors=True)
+    self.root = self._clone("jax-checkout")
+
+  def _clone(self, name: str) -> pathlib.Path:
+    _git(self.scratch, "clone", "--quiet", str(self.origin), name)
+    return self.scratch / name
+
+  def _append(self, path: str, text: str) -> None:
+    with (self.root / path).open("a") as changed:
+      changed.write(text)
+
+  def test_unmodified_files_are_replaced_for_an_unrecorded_version(
+      self) -> None:
+    self.assertNotIn(vendor.jax_version(self.root), vendor.PRISTINE)
+    vendored = vendor.vendor(self.root)
+    self.assertIn(_DLPACK, [c.path for c in vendored.changes])
+    self.assertIn("tests/dlpack_conformance_test.py",
+                  [c.path for c in vendored.changes])
+
+  def test_newer_version_goes_ahead_with_a_note_naming_the_range(
+      self) -> None:
+    notes = vendor.vendor(self.root).notes
+    self.assertLen(notes, 1)
+    self.assertIn(dlpack_compat.TESTED_RANGE, notes[0])
+    self.assertIn("untested", notes[0])
+
+  def test_uncommitted_change_is_refused_by_name(self) -> None:
+    self._append(_DLPACK, "# a local change\n")
+    before = _snapshot(self.root)
+    with self.assertRaisesRegex(vendor.VendorError,
+                                "modified against HEAD.*jax/_src/dlpack.py"):
+      vendor.vendor(self.root)
+    self.assertEqual(_snapshot(self.root), before)
+
+  def test_staged_change_is_refused_by_name(self) -> None:
+    self._append("jax/_src/array.py", "# a staged change\n")
+    _git(self.root, "add", "jax/_src/array.py")
+    with self.assertRaisesRegex(vendor.VendorError, "jax/_src/array.py"):
+      vendor.vendor(self.root)
+
+  def test_untracked_file_in_the_way_is_refused_by_name(self) -> None:
+    # Vendoring creates dlpack_errors.py; an untracked one is not upstream's.
+    (self.root / "jax/_src/dlpack_errors.py").write_text("# mine\n")
+    with self.assertRaisesRegex(vendor.VendorError,
+                                "jax/_src/dlpack_errors.py"):
+      vendor.vendor(self.root)
+
+  def test_change_hidden_by_skip_worktree_is_still_refused(self) -> None:
+    _git(self.root, "update-index", "--skip-worktree", _DLPACK)
+    self._append(_DLPACK, "# hidden from git status\n")
+    with self.assertRaisesRegex(vendor.VendorError, _DLPACK):
+      vendor.vendor(self.root)
+
+  def test_force_overwrites_a_local_change_and_says_so(self) -> None:
+    self._append(_DLPACK, "# a local change\n")
+    notes = vendor.vendor(self.root, force=True).notes
+    self.assertIn(_DLPACK, notes[-1])
+    self.assertIn("--force", notes[-1])
+
+  def test_revert_restores_the_checkout_byte_for_byte(self) -> None:
+    before = _snapshot(self.root)
+    vendor.vendor(self.root)
+    self.assertNotEmpty(_git(self.root, "status", "--porcelain"))
+    vendor.revert(self.root)
+    self.assertEqual(_snapshot(self.root), before)
+    self.assertEqual(_git(self.root, "status", "--porcelain",
+                          "--untracked-files=all"), "")
+
+  def test_diff_applies_with_git_apply_and_matches_vendor(self) -> None:
+    (self.scratch / "vendor.diff").write_text(vendor.diff(self.root))
+    _git(self.root, "apply", "--check", "../vendor.diff")
+    _git(self.root, "apply", "../vendor.diff")
+    vendored = self._clone("vendored")
+    vendor.vendor(vendored)
+    shutil.rmtree(vendored / vendor.BACKUP_DIR)
+    self.assertEqual(_snapshot(self.root), _snapshot(vendored))
+
+  def test_installed_jax_in_another_repository_is_judged_by_hashes(
+      self) -> None:
+    # A virtualenv inside a project's repository: git tracks no jax/ there.
+    project = self.scratch / "project"
+    _copy_installed_jax(project / "venv", checkout=False)
+    _git(project, "init", "--quiet")
+    (project / "README").write_text("a project\n")
+    _git(project, "add", "README")
+    _git(project, "commit", "--quiet", "-m", "project")
+    _set_version(project / "venv", _UNRELEASED)
+    with self.assertRaisesRegex(vendor.VendorError, "newer than the tested"):
+      vendor.vendor(project / "venv")
 
 
 if __name__ == "__main__":

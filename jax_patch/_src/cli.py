@@ -84,15 +84,27 @@ def _installed_jax_root() -> pathlib.Path:
   return pathlib.Path(spec.origin).parent.parent
 
 
-def vendor_dry_run() -> int:
-  """Vendors into a scratch copy of the installed JAX and runs the cases."""
+def _print_notes(command: str, notes: list[str]) -> None:
+  for note in notes:
+    print(f"jax-patch {command}: note: {note}", file=sys.stderr)
+
+
+def vendor_dry_run(force: bool = False) -> int:
+  """Vendors into a scratch copy of the installed JAX and runs the cases.
+
+  Raises:
+    VendorError: the installed JAX is refused (see ``vendor.check``).
+  """
   from jax_patch._src import vendor  # pylint: disable=g-import-not-at-top
   installed = _installed_jax_root()
+  # Vetted where it lies: an editable install of a git checkout is judged by
+  # git there; the scratch copy is no checkout.
+  _print_notes("vendor", vendor.prepare(installed, force).notes)
   with tempfile.TemporaryDirectory(prefix="jax-patch-vendor-") as scratch:
     tree = pathlib.Path(scratch)
     shutil.copytree(installed / "jax", tree / "jax",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    changes = vendor.vendor(tree)
+    changes = vendor.vendor(tree, force=True).changes
     print(f"vendored into a copy of {installed / 'jax'}: "
           f"{', '.join(c.path for c in changes)}")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
@@ -110,11 +122,13 @@ def _vendor_command(args: argparse.Namespace) -> int:
       print(f"restored {len(restored)} files: {', '.join(restored)}")
       return 0
     if args.into is None:
-      return vendor_dry_run()
-    changes = vendor.vendor(pathlib.Path(args.into), force=args.force)
+      return vendor_dry_run(args.force)
+    vendored = vendor.vendor(pathlib.Path(args.into), force=args.force)
   except vendor.VendorError as err:
     print(f"jax-patch vendor: {err}", file=sys.stderr)
     return 1
+  _print_notes("vendor", vendored.notes)
+  changes = vendored.changes
   print(f"vendored {len(changes)} files into {args.into}: "
         f"{', '.join(c.path for c in changes) or 'already up to date'}")
   return 0
@@ -124,10 +138,12 @@ def _diff_command(args: argparse.Namespace) -> int:
   from jax_patch._src import vendor  # pylint: disable=g-import-not-at-top
   root = pathlib.Path(args.against) if args.against else _installed_jax_root()
   try:
-    sys.stdout.write(vendor.diff(root))
+    prepared = vendor.prepare(root, force=args.force)
   except vendor.VendorError as err:
     print(f"jax-patch diff: {err}", file=sys.stderr)
     return 1
+  _print_notes("diff", prepared.notes)
+  sys.stdout.write(vendor.git_diff(prepared.changes))
   return 0
 
 
@@ -144,14 +160,20 @@ def main(argv: Sequence[str] | None = None) -> int:
       "into a scratch copy of the installed JAX, then run the cases there")
   vendor_parser.add_argument("--into", metavar="ROOT",
                              help="the folder holding jax/")
-  vendor_parser.add_argument("--force", action="store_true",
-                             help="overwrite files with local changes")
+  vendor_parser.add_argument(
+      "--force", action="store_true",
+      help="vendor anyway: into a JAX outside the tested range, over files "
+      "with local changes")
   vendor_parser.add_argument("--revert", metavar="ROOT",
                              help="restore what vendoring changed in ROOT")
   diff_parser = commands.add_parser(
       "diff", help="print what vendor would change, as a git diff")
   diff_parser.add_argument("--against", metavar="ROOT",
                            help="a JAX tree (default: the installed JAX)")
+  diff_parser.add_argument(
+      "--force", action="store_true",
+      help="diff anyway: against a JAX outside the tested range, or files "
+      "with local changes")
   args = parser.parse_args(argv)
   if args.command == "check":
     return check()

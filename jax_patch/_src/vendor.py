@@ -21,6 +21,11 @@ or the folder an installed ``jax`` package lies in. Vendoring copies our
 declarations to JAX's own files (``source_patch``), and adds our conformance
 test to ``tests/`` of a checkout. What it replaced is kept under
 ``.jax_patch_vendor/`` in the tree, so ``revert`` can restore it byte for byte.
+
+Only files as upstream JAX has them are replaced. In a git checkout (any
+commit, JAX's main branch included) those are the files git reports
+unmodified against ``HEAD``; elsewhere, those whose sha256 is a known
+release's (``vendor_pristine.json``).
 """
 
 from __future__ import annotations
@@ -29,10 +34,13 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import os
 import pathlib
 import re
 import shutil
+import subprocess
 
+from jax_patch._src import dlpack_compat
 from jax_patch._src import source_patch
 
 _SRC = pathlib.Path(__file__).absolute().parent
@@ -48,8 +56,8 @@ VENDORED_MODULES = {
 }
 VENDORED_TESTS = ("dlpack_conformance_test.py",)
 
-# sha256 of the files vendoring replaces, as each JAX release from 0.4.35 to
-# 0.10.2 ships them (tools/pristine_hashes.py writes the table).
+# sha256 of the files vendoring replaces, as each JAX release of the tested
+# range ships them (tools/pristine_hashes.py writes the table).
 PRISTINE: dict[str, dict[str, str]] = json.loads(
     (_SRC / "vendor_pristine.json").read_text())
 SUPPORTED_VERSIONS = tuple(PRISTINE)  # Oldest first, as the table lists them.
@@ -69,6 +77,14 @@ class FileChange:
   path: str  # relative to the tree's root, with "/" separators
   before: bytes | None  # None: vendoring creates the file
   after: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+  """What vendoring into a tree writes, once :func:`check` has allowed it."""
+  changes: list[FileChange]
+  # What the user should know: an untested version, overwritten changes.
+  notes: list[str]
 
 
 def jax_version(root: pathlib.Path) -> str:
@@ -122,49 +138,152 @@ def _sha256(data: bytes) -> str:
   return hashlib.sha256(data).hexdigest()
 
 
-def check(root: pathlib.Path, changes: list[FileChange]) -> str:
-  """Returns the tree's JAX version if vendoring may proceed.
+def _release(version: str) -> tuple[int, ...]:
+  """``"0.12.0.1"`` -> ``(0, 12, 0, 1)``; a ``.dev`` or ``rc`` tail is dropped."""
+  match = re.match(r"\d+(\.\d+)*", version)
+  if match is None:
+    raise VendorError(f"cannot read JAX version {version!r}.")
+  return tuple(int(part) for part in match.group().split("."))
+
+
+def _git(root: pathlib.Path, *args: str) -> str | None:
+  """Runs git in ``root``; None when git is missing or fails."""
+  env = dict(os.environ, GIT_LITERAL_PATHSPECS="1")
+  try:
+    run = subprocess.run(["git", *args], cwd=root, env=env,
+                         capture_output=True, text=True, check=False)
+  except FileNotFoundError:
+    return None
+  return run.stdout if run.returncode == 0 else None
+
+
+def _git_unmodified(root: pathlib.Path,
+                    paths: list[str]) -> dict[str, bool] | None:
+  """Whether git has each of ``paths`` in ``root`` exactly as ``HEAD`` does.
+
+  Returns:
+    None unless ``root`` is a git checkout of JAX: git tracks its
+    ``jax/version.py`` at ``HEAD``. (An installed JAX inside some other
+    repository, such as a virtualenv in a project, is not one.)
+  """
+  listing = _git(root, "ls-tree", "-z", "HEAD", "--", "jax/version.py",
+                 *paths)
+  if listing is None:
+    return None
+  # Each entry is "<mode> <type> <object>\t<path>", relative to root.
+  in_head = {entry.split("\t", 1)[1]: entry.split("\t", 1)[0].split()[2]
+             for entry in listing.split("\0") if entry}
+  if "jax/version.py" not in in_head:
+    return None
+  # hash-object applies the path's attributes (eol, filters) as git status
+  # does, and sees changes that skip-worktree or assume-unchanged hide.
+  hashed = _git(root, "hash-object", "--", *paths) if paths else ""
+  if hashed is None:
+    return None
+  return {path: in_head.get(path) == sha
+          for path, sha in zip(paths, hashed.split())}
+
+
+def is_newer_than_tested(version: str) -> bool:
+  """Whether JAX ``version`` is past the newest release the patch was run on."""
+  return _release(version) > _release(dlpack_compat.NEWEST_TESTED_JAX)
+
+
+def _version_refusal(root: pathlib.Path, version: str,
+                     by_git: bool) -> str | None:
+  """Why JAX ``version`` at ``root`` is not to be vendored into, if it is not.
+
+  A release outside the tested range is refused. So is one inside it that the
+  pristine table lacks, unless git vouches for the files.
+  """
+  if _release(version) < _release(dlpack_compat.OLDEST_TESTED_JAX):
+    return (f"JAX {version} at {root} is older than the tested range "
+            f"({dlpack_compat.TESTED_RANGE}); the patch does not run there.")
+  if is_newer_than_tested(version):
+    return (f"JAX {version} at {root} is newer than the tested range "
+            f"({dlpack_compat.TESTED_RANGE}).")
+  if not by_git and version not in PRISTINE:
+    return (f"JAX {version} at {root} is not a release jax-patch has the "
+            f"files of ({dlpack_compat.TESTED_RANGE}), and not a git "
+            "checkout, so its local changes cannot be told apart.")
+  return None
+
+
+def check(root: pathlib.Path, changes: list[FileChange],
+          force: bool = False) -> list[str]:
+  """Decides whether vendoring ``changes`` into ``root`` may go ahead.
+
+  A file to replace must be upstream's: in a git checkout of JAX, as ``HEAD``
+  has it; elsewhere, as the tree's release ships it (``PRISTINE``). The
+  version must be in the tested range, except in a git checkout, where a
+  newer one (JAX's main branch) goes ahead with a note: git vouches for the
+  files, and the vendored conformance test is there to run.
+
+  Returns:
+    Notes for the user: an untested version, what ``force`` overrode.
 
   Raises:
-    VendorError: the version is unsupported, or a file to replace has local
-      changes (it is neither as JAX ships it nor as vendoring writes it).
+    VendorError: ``root`` is not a JAX tree; or, without ``force``, its
+      version is refused or a file to replace has local changes (named).
   """
   version = jax_version(root)
-  pristine = PRISTINE.get(version)
-  if pristine is None:
+  replaced = [c.path for c in changes if c.before is not None]
+  in_git = _git_unmodified(root, replaced)
+  notes = []
+  refusal = _version_refusal(root, version, by_git=in_git is not None)
+  if refusal is None:
+    pass
+  elif in_git is not None and is_newer_than_tested(version):
+    notes.append(f"{refusal} Vendoring is untested there; the files git "
+                 "reports unmodified are upstream's. Run "
+                 "tests/dlpack_conformance_test.py in the tree.")
+  elif force:
+    unchecked = in_git is None and version not in PRISTINE
+    notes.append(f"{refusal} Going ahead (--force)"
+                 + (", overwriting its files unchecked." if unchecked else "."))
+  else:
+    raise VendorError(f"{refusal} Pass --force to vendor anyway.")
+  if in_git is not None:
+    changed = [path for path in replaced if not in_git[path]]
+    rule = "git reports them modified against HEAD"
+  elif version in PRISTINE:
+    changed = [c.path for c in changes if c.before is not None
+               and _sha256(c.before) != PRISTINE[version].get(c.path)]
+    rule = f"they are not as JAX {version} ships them"
+  else:  # Only with force: the refusal above said why nothing is known.
+    return notes
+  if changed and not force:
     raise VendorError(
-        f"JAX {version} at {root} is not supported; jax-patch vendors into "
-        f"JAX {SUPPORTED_VERSIONS[0]} to {SUPPORTED_VERSIONS[-1]}.")
-  changed = [c.path for c in changes if c.before is not None
-             and _sha256(c.before) != pristine.get(c.path)]
+        f"these files in {root} have local changes ({rule}): "
+        f"{', '.join(changed)}. Pass --force to overwrite them.")
   if changed:
-    raise VendorError(
-        f"these files in {root} have local changes jax-patch does not "
-        f"recognise: {', '.join(changed)}. Pass --force to overwrite them.")
-  return version
+    notes.append(f"overwriting local changes (--force): {', '.join(changed)}")
+  return notes
 
 
-def vendor(root: pathlib.Path, force: bool = False) -> list[FileChange]:
+def prepare(root: pathlib.Path, force: bool = False) -> Prepared:
+  """Plans vendoring into ``root`` and checks it (see :func:`check`)."""
+  changes = plan(root)
+  return Prepared(changes, check(root, changes, force))
+
+
+def vendor(root: pathlib.Path, force: bool = False) -> Prepared:
   """Vendors the patch set into the JAX tree at ``root``.
 
   Returns:
-    The changes written; none if the tree is already vendored.
+    The changes written (none if the tree is already vendored) and the notes
+    of :func:`check`.
 
   Raises:
-    VendorError: see :func:`check`; with ``force``, only for an unknown
-      version or a tree that is not JAX's.
+    VendorError: see :func:`check`.
   """
-  changes = plan(root)
-  if force:
-    jax_version(root)
-  else:
-    check(root, changes)
-  _back_up(root, changes)
-  for change in changes:
+  prepared = prepare(root, force)
+  _back_up(root, prepared.changes)
+  for change in prepared.changes:
     target = root / change.path
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(change.after)
-  return changes
+  return prepared
 
 
 def _back_up(root: pathlib.Path, changes: list[FileChange]) -> None:
@@ -221,14 +340,22 @@ def _diff_lines(data: bytes | None) -> list[str]:
   return lines
 
 
-def diff(root: pathlib.Path) -> str:
+def diff(root: pathlib.Path, force: bool = False) -> str:
   """What vendoring into ``root`` would change, as ``git diff`` prints it.
 
-  Paths are relative to ``root``, under ``a/`` and ``b/``, so the output
-  applies with ``git apply`` or ``patch -p1`` to a pristine tree of the same
-  JAX version.
+  Raises:
+    VendorError: see :func:`check`.
   """
-  check(root, changes := plan(root))
+  return git_diff(prepare(root, force).changes)
+
+
+def git_diff(changes: list[FileChange]) -> str:
+  """``changes`` as ``git diff`` prints them.
+
+  Paths are relative to the tree's root, under ``a/`` and ``b/``, so the
+  output applies with ``git apply`` or ``patch -p1`` to a pristine tree of
+  the same JAX version (or commit).
+  """
   out = []
   for change in changes:
     out.append(f"diff --git a/{change.path} b/{change.path}\n")

@@ -352,6 +352,15 @@ class GitCheckoutTest(absltest.TestCase):
     shutil.rmtree(vendored / vendor.BACKUP_DIR)
     self.assertEqual(_snapshot(self.root), _snapshot(vendored))
 
+  def test_repository_git_cannot_read_is_refused_unless_forced(self) -> None:
+    root = _copy_installed_jax(self.scratch / "no_commit", checkout=False)
+    _git(root, "init", "--quiet")  # No HEAD to compare with.
+    with self.assertRaisesRegex(vendor.VendorError,
+                                "is a git checkout, but `git ls-tree`"):
+      vendor.vendor(root)
+    notes = vendor.vendor(root, force=True).notes
+    self.assertIn("without git", notes[0])
+
   def test_installed_jax_in_another_repository_is_judged_by_hashes(
       self) -> None:
     # A virtualenv inside a project's repository: git tracks no jax/ there.

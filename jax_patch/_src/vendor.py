@@ -147,14 +147,25 @@ def _release(version: str) -> tuple[int, ...]:
 
 
 def _git(root: pathlib.Path, *args: str) -> str | None:
-  """Runs git in ``root``; None when git is missing or fails."""
+  """Runs git in ``root``; None when git is missing or fails.
+
+  Raises:
+    VendorError: git fails, or is missing, where ``root`` is a repository's
+      top level: its files cannot then be judged.
+  """
   env = dict(os.environ, GIT_LITERAL_PATHSPECS="1")
   try:
     run = subprocess.run(["git", *args], cwd=root, env=env,
                          capture_output=True, text=True, check=False)
   except FileNotFoundError:
-    return None
-  return run.stdout if run.returncode == 0 else None
+    run = None
+  if run is not None and run.returncode == 0:
+    return run.stdout
+  if (root / ".git").exists():
+    why = run.stderr.strip() if run is not None else "git is not installed"
+    raise VendorError(f"{root} is a git checkout, but `git {args[0]}` "
+                      f"failed there: {why}")
+  return None
 
 
 def _git_unmodified(root: pathlib.Path,
@@ -228,8 +239,14 @@ def check(root: pathlib.Path, changes: list[FileChange],
   """
   version = jax_version(root)
   replaced = [c.path for c in changes if c.before is not None]
-  in_git = _git_unmodified(root, replaced)
   notes = []
+  try:
+    in_git = _git_unmodified(root, replaced)
+  except VendorError as err:
+    if not force:
+      raise VendorError(f"{err} Pass --force to vendor anyway.") from err
+    notes.append(f"{err} Going ahead without git (--force).")
+    in_git = None
   refusal = _version_refusal(root, version, by_git=in_git is not None)
   if refusal is None:
     pass

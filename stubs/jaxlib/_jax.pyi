@@ -21,8 +21,9 @@ Capsule = Any
 class JaxRuntimeError(RuntimeError): ...
 
 # dlpack_managed_tensor_to_buffer: one overload per shape it has had from
-# jaxlib 0.4.35 to 0.10.2 (dlpack_compat calls the one the running jaxlib
-# has, by extension version). `stream` has no default: pass None explicitly.
+# jaxlib 0.4.35 to 0.12.0.1 (dlpack_compat calls the one the running jaxlib
+# has, by extension version); 0.12 kept 0.10.2's. `stream` has no default:
+# pass None explicitly.
 
 # Every supported jaxlib.
 @overload
@@ -48,8 +49,24 @@ def dlpack_managed_tensor_to_buffer(
     gpu_backend: Client | None = ...,
 ) -> ArrayImpl: ...
 
-# Every supported jaxlib.
+# buffer_to_dlpack_managed_tensor: one overload per shape, as above.
+
+# Every supported jaxlib: a DLPack 0.x capsule.
+@overload
 def buffer_to_dlpack_managed_tensor(
     buffer: ArrayImpl, stream: int | Any | None = ...) -> Capsule: ...
+
+# jaxlib 0.12.0 on (extension version 496 in JAX's sources; the first
+# release, 0.12.0, is 505): a 1.x capsule when max_version is at least (1, 0),
+# marked IS_COPIED when `copied`.
+@overload
+def buffer_to_dlpack_managed_tensor(
+    buffer: ArrayImpl, stream: int | Any | None = ...,
+    max_version: tuple[int, int] | None = ..., copied: bool = ...,
+) -> Capsule: ...
+
+# jaxlib 0.12.0 on (extension version 499): the DLPack version of the
+# capsules its export writes ((1, 3) on 0.12).
+dlpack_version: tuple[int, int]
 
 def __getattr__(name: str) -> Any: ...

@@ -41,6 +41,7 @@ from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_errors
+from tests import producers
 
 _FLOAT8 = np.dtype(ml_dtypes.float8_e4m3fn)
 _FLOAT8_CODE = 10
@@ -199,6 +200,7 @@ class GateTest(absltest.TestCase):
 class Float8Test(absltest.TestCase):
   """float8 on every jaxlib; before 0.5.3 jaxlib's DLPack lacks the types."""
 
+  @producers.requires_torch
   def test_export_aliases_the_buffer_and_keeps_it_alive(self) -> None:
     import torch  # pylint: disable=g-import-not-at-top
     x = jnp.arange(8, dtype=_FLOAT8)
@@ -217,6 +219,7 @@ class Float8Test(absltest.TestCase):
     self.assertTrue(info.read_only)
     self.assertEqual(info.dtype, _FLOAT8)
 
+  @producers.requires_torch
   def test_copy_false_shares_or_says_which_jaxlib_cannot(self) -> None:
     import torch  # pylint: disable=g-import-not-at-top
     source = torch.arange(64, dtype=torch.float32).to(torch.float8_e4m3fn)
@@ -228,6 +231,7 @@ class Float8Test(absltest.TestCase):
       with self.assertRaisesRegex(dlpack_errors.CopyRequiredError, "0.5.3"):
         dlpack.from_dlpack(source, copy=False)
 
+  @producers.requires_torch
   def test_copy_none_imports_the_values(self) -> None:
     import torch  # pylint: disable=g-import-not-at-top
     source = torch.arange(64, dtype=torch.float32).to(torch.float8_e5m2)

@@ -32,6 +32,7 @@ from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
+from tests import producers
 
 
 def _as_numpy(capsule: Any) -> np.ndarray[Any, Any]:
@@ -85,6 +86,7 @@ class ToDLPackTest(absltest.TestCase):
     with self.assertRaisesRegex(TypeError, "to_dlpack"):
       dlpack.to_dlpack(jnp.arange(4.0), copy="yes")  # type: ignore[arg-type]
 
+  @producers.requires_torch
   def test_round_trip_through_numpy_and_torch_keeps_values(self) -> None:
     from torch.utils import dlpack as torch_dlpack  # pylint: disable=g-import-not-at-top
     # Any: jax/_src/basearray.pyi declares __dlpack__ without keywords.

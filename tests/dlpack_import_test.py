@@ -130,6 +130,7 @@ _SNAPSHOT_TRIES = 10
 
 class PeerProducerTest(absltest.TestCase):
 
+  @producers.requires_torch
   def test_torch_is_asked_for_and_returns_a_versioned_capsule(self) -> None:
     import torch  # pylint: disable=g-import-not-at-top
     producer = _CapsuleNameRecorder(torch.arange(64, dtype=torch.float32))

@@ -12,20 +12,35 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""A DLPack producer the tests control, down to the bytes of its tensor.
+"""DLPack producers for the tests.
 
-No real producer can show a test its deleter being called, or hand over a
-corrupt tensor; this one builds its managed tensor with ctypes over a NumPy
-array it keeps alive. Like a real producer, its capsule's destructor calls
-the deleter if no consumer took the tensor.
+A producer the tests control, down to the bytes of its tensor: no real
+producer can show a test its deleter being called, or hand over a corrupt
+tensor; this one builds its managed tensor with ctypes over a NumPy array it
+keeps alive. Like a real producer, its capsule's destructor calls the deleter
+if no consumer took the tensor. And ``requires_torch``, for tests of a real
+peer that may be absent.
 """
 
 import ctypes
+import importlib.util
+import sys
 from typing import Any
+import unittest
 
 import numpy as np
 
 from jax_patch._src import dlpack_capsule
+
+# The test extra pins torch 2.13.0 on Python 3.11 only, the one Python with a
+# CPU wheel here; elsewhere a test needing torch skips unless torch is there
+# anyway (a CUDA build, say). On 3.11 a missing torch fails, as a broken
+# install should.
+requires_torch = unittest.skipUnless(
+    importlib.util.find_spec("torch") is not None
+    or sys.version_info[:2] == (3, 11),
+    "torch is not installed: the test extra pins torch 2.13.0 (CPU) on "
+    "Python 3.11 only, the one Python with a CPU wheel here")
 
 _capsule_new = ctypes.pythonapi.PyCapsule_New
 _capsule_new.restype = ctypes.py_object

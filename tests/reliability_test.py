@@ -161,6 +161,7 @@ class LeakTest(parameterized.TestCase):
     self.assertLess(objects, 200)
     self.assertLess(resident, 16 << 20)
 
+  @producers.requires_torch
   def test_torch_imports_keep_memory_flat(self) -> None:
     import torch  # pylint: disable=g-import-not-at-top
     source = torch.arange(64, dtype=torch.float32)

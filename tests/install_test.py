@@ -12,10 +12,14 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Tests for install(), uninstall() and patched()."""
+"""Tests for install(), uninstall() and patched(), and the untested-JAX notes
+of install() and `jax-patch check`."""
 
+import contextlib
+import io
 import types
 from typing import Any
+from unittest import mock
 import warnings
 
 from absl.testing import absltest
@@ -26,10 +30,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax._src import array
 from jax._src import dlpack as jax_src_dlpack
+from jax._src import lib
 
 import jax_patch
+from jax_patch._src import cli
 from jax_patch._src import conformance
 from jax_patch._src import dlpack
+from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
 from jax_patch._src import install
 
@@ -158,6 +165,73 @@ class InstallTest(parameterized.TestCase):
       install.apply_patches([(first, "entry", "patched"),
                              (types.ModuleType("empty"), "absent", "x")])
     self.assertEqual(getattr(first, "entry"), "original")
+
+
+class UntestedJaxTest(absltest.TestCase):
+  """install() and `jax-patch check` say when JAX is past the tested range.
+
+  No untested JAX is installed here, so the tests pretend one is.
+  """
+
+  def setUp(self) -> None:
+    super().setUp()
+    jax_patch.uninstall()
+    self.addCleanup(jax_patch.uninstall)
+    # A fresh process: install() has not warned yet.
+    self.enter_context(mock.patch.object(install, "_warned_untested", False))
+
+  def _pretend_untested(self) -> None:
+    self.enter_context(
+        mock.patch.object(dlpack_compat, "IS_UNTESTED_JAXLIB", True))
+
+  def _install_twice(self) -> list[warnings.WarningMessage]:
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter("always")
+      jax_patch.install()
+      jax_patch.uninstall()
+      jax_patch.install()
+    return [w for w in caught
+            if issubclass(w.category, install.UntestedJaxWarning)]
+
+  def test_install_warns_once_on_an_untested_jax(self) -> None:
+    self._pretend_untested()
+    caught = self._install_twice()
+    self.assertLen(caught, 1)
+    message = str(caught[0].message)
+    self.assertIn(f"JAX {jax.__version__} (jaxlib {lib.version_str})",
+                  message)
+    self.assertIn(dlpack_compat.TESTED_RANGE, message)
+    self.assertEqual(caught[0].filename, __file__)
+
+  def test_install_is_silent_on_a_tested_jax(self) -> None:
+    self.assertFalse(dlpack_compat.IS_UNTESTED_JAXLIB)
+    self.assertEmpty(self._install_twice())
+
+  def _check_header(self) -> str:
+    output = io.StringIO()
+    # One case: the header is what is checked.
+    with mock.patch.object(conformance, "CASES", conformance.CASES[:1]), \
+        contextlib.redirect_stdout(output):
+      self.assertEqual(cli.check(), 0)
+    return output.getvalue().split("\n---", 1)[0]
+
+  def test_check_header_names_an_untested_jax_and_the_tested_range(
+      self) -> None:
+    self._pretend_untested()
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter("always")
+      header = self._check_header()
+    self.assertIn(f"UNTESTED: JAX {jax.__version__} (jaxlib "
+                  f"{lib.version_str}) is untested", header)
+    self.assertIn(dlpack_compat.TESTED_RANGE, header)
+    # Said once, in the header, not again by install() amid the table.
+    self.assertEmpty([w for w in caught
+                      if issubclass(w.category, install.UntestedJaxWarning)])
+
+  def test_check_header_is_plain_on_a_tested_jax(self) -> None:
+    header = self._check_header()
+    self.assertIn(f"jax {jax.__version__}", header)
+    self.assertNotIn("UNTESTED", header)
 
 
 if __name__ == "__main__":

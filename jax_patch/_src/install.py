@@ -19,13 +19,15 @@
 ``jax.Array.__dlpack__`` imports when called,
 ``jax.Array.__dlpack_device__`` and, on the JAX versions that still have
 it, the public ``to_dlpack``. ``uninstall`` puts back exactly the objects it
-replaced.
+replaced. On a JAX newer than the tested range, the first ``install`` warns
+that it is untested.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -128,10 +130,42 @@ def restore(originals: list[_Patch]) -> None:
     _set(module, name, original)
 
 
+class UntestedJaxWarning(UserWarning):
+  """The running JAX is newer than every release the patch was tested on."""
+
+
+def untested_jax_message() -> str | None:
+  """Says that the running JAX is past the tested range; ``None`` if not."""
+  import jax
+  from jax._src import lib
+  from jax_patch._src import dlpack_compat
+  if not dlpack_compat.IS_UNTESTED_JAXLIB:
+    return None
+  return (f"JAX {jax.__version__} (jaxlib {lib.version_str}) is untested: "
+          f"jax-patch was tested on {dlpack_compat.TESTED_RANGE}.")
+
+
+# Whether install() has warned about an untested JAX: once a process.
+_warned_untested = False
+
+
+def _warn_once_if_untested() -> None:
+  global _warned_untested
+  message = untested_jax_message()
+  if message is not None and not _warned_untested:
+    _warned_untested = True
+    warnings.warn(message, UntestedJaxWarning, stacklevel=3)
+
+
 def install() -> None:
-  """Patches the running JAX. Calling it again does nothing."""
+  """Patches the running JAX. Calling it again does nothing.
+
+  Warns (``UntestedJaxWarning``), the first time in a process, on a JAX newer
+  than the tested range.
+  """
   global _originals
   with _lock:
+    _warn_once_if_untested()
     if _originals is None:
       _originals = apply_patches(_patches())
 

@@ -24,6 +24,7 @@ recorded.
   .venv/bin/nox -t edges                # oldest and newest (.ci/run)
   .venv/bin/nox -s "matrix(0.6.2, py3.11)" table
   .venv/bin/nox -s boundary             # the releases beside each gate
+  .venv/bin/nox -t py3.12               # every session on Python 3.12
 
 Python 3.12 and 3.13 are taken from pyenv's directory when it has them (see
 `_interpreter`), so nox itself may run on any of the three.
@@ -117,13 +118,15 @@ def _parametrize(pairs: tuple[tuple[str, str], ...],
 
   `python` is a parameter the session function does not take: nox then makes
   the virtualenv with that interpreter, while the session gets the version
-  as `python_version` and the id shows it, not a path.
+  as `python_version` and the id shows it, not a path. Each pair is tagged
+  with its Python ("py3.12"), as `nox -p` matches interpreter paths here.
   """
   return nox.parametrize(
       "python,jax,python_version",
       [(_interpreter(python), jax, python) for jax, python in pairs],
       ids=[_name(*pair) for pair in pairs],
-      tags=[["edges"] if pair in tagged else [] for pair in pairs])
+      tags=[[f"py{pair[1]}"] + (["edges"] if pair in tagged else [])
+            for pair in pairs])
 
 
 def _result_path(jax: str, python: str, suffix: str) -> pathlib.Path:

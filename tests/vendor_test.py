@@ -352,6 +352,21 @@ class GitCheckoutTest(absltest.TestCase):
     shutil.rmtree(vendored / vendor.BACKUP_DIR)
     self.assertEqual(_snapshot(self.root), _snapshot(vendored))
 
+  def test_tree_below_the_repository_top_is_judged_by_git(self) -> None:
+    # A fork kept in a larger repository, as third_party/jax.
+    repository = self.scratch / "monorepo"
+    root = _copy_installed_jax(repository / "third_party" / "jax",
+                               checkout=False)
+    _set_version(root, _UNRELEASED)
+    _git(repository, "init", "--quiet")
+    _git(repository, "add", "--all")
+    _git(repository, "commit", "--quiet", "-m", "JAX in third_party")
+    (root / _DLPACK).write_text("# a local change\n")
+    with self.assertRaisesRegex(vendor.VendorError, "modified against HEAD"):
+      vendor.vendor(root)
+    _git(repository, "checkout", "--quiet", "--", ".")
+    self.assertNotEmpty(vendor.vendor(root).changes)
+
   def test_repository_git_cannot_read_is_refused_unless_forced(self) -> None:
     root = _copy_installed_jax(self.scratch / "no_commit", checkout=False)
     _git(root, "init", "--quiet")  # No HEAD to compare with.

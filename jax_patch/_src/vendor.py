@@ -176,14 +176,18 @@ def _git_unmodified(root: pathlib.Path,
     None unless ``root`` is a git checkout of JAX: git tracks its
     ``jax/version.py`` at ``HEAD``. (An installed JAX inside some other
     repository, such as a virtualenv in a project, is not one.)
+
+  Raises:
+    VendorError: see :func:`_git`.
   """
   listing = _git(root, "ls-tree", "-z", "HEAD", "--", "jax/version.py",
                  *paths)
   if listing is None:
     return None
-  # Each entry is "<mode> <type> <object>\t<path>", relative to root.
-  in_head = {entry.split("\t", 1)[1]: entry.split("\t", 1)[0].split()[2]
-             for entry in listing.split("\0") if entry}
+  in_head = {}  # path, relative to root -> its blob at HEAD
+  for entry in filter(None, listing.split("\0")):
+    meta, path = entry.split("\t", 1)  # "<mode> <type> <blob>\t<path>"
+    in_head[path] = meta.split()[2]
   if "jax/version.py" not in in_head:
     return None
   # hash-object applies the path's attributes (eol, filters) as git status

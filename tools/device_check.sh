@@ -15,7 +15,7 @@
 #      (torch CUDA tensors, CuPy arrays, JAX's own GPU arrays), upstream and
 #      patched side by side.
 #   4. gpu tests: the test modules that use a GPU, whole, and every other test
-#      named for one (`-k "gpu or cuda or cupy"`).
+#      named for one or for the on-device gather (`-k "gpu or cuda or ..."`).
 # The last line counts the stages, `device check: N passed, N failed`; the
 # exit status is non-zero if any failed. Without a GPU it says so and exits 2
 # (--rehearse runs the stages anyway, to test this script).
@@ -206,8 +206,11 @@ stage_tests() {
     status=$?
   fi
   for module in "${modules[@]}"; do ignores+=("--ignore=${module}"); done
+  # By name: GPU producers, and the on-device gather of strided accelerator
+  # tensors (GatherOnDeviceTest).
   bounded 150 "${PY}" -m pytest -q -p no:cacheprovider tests "${ignores[@]}" \
-    -k "gpu or cuda or cupy" --junitxml="${OUT_DIR}/gpu-tests-named.xml"
+    -k "gpu or cuda or cupy or accelerator or gather" \
+    --junitxml="${OUT_DIR}/gpu-tests-named.xml"
   code=$?
   # pytest exits 5 when no test has such a name: not a failure here.
   if [ "${code}" -ne 0 ] && [ "${code}" -ne 5 ]; then status="${code}"; fi

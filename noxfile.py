@@ -85,7 +85,7 @@ def _pyenv_interpreter(version: str) -> str | None:
       os.environ.get("PYENV_ROOT", pathlib.Path.home() / ".pyenv"), "versions")
   releases = []
   for path in versions.glob(f"{version}.*"):
-    # Only final releases: not "3.13.0t" (free-threaded) or "3.12-dev".
+    # Only plain builds: not "3.13.0t" (free-threaded) or "3.12.0rc1".
     match = re.fullmatch(re.escape(version) + r"\.(\d+)", path.name)
     executable = path / "bin" / f"python{version}"
     if match and os.access(executable, os.X_OK):
@@ -113,7 +113,7 @@ def _interpreter(version: str) -> str:
 
 
 def _name(jax: str, python: str) -> str:
-  """Names a (jax, Python) pair in session ids, files and the table."""
+  """Names a (jax, Python) pair in session ids and messages."""
   return f"{jax}, py{python}"
 
 

@@ -116,6 +116,9 @@ class UpstreamBaselineTest(absltest.TestCase):
   """The cases are not vacuous: upstream JAX fails exactly its known bugs."""
 
   def test_upstream_fails_exactly_its_known_bugs(self) -> None:
+    if jax.default_backend() != "cpu":
+      self.skipTest("upstream's failures were measured with a CPU-only "
+                    "jaxlib; GPU machines run tools/device_check.sh")
     jax_patch.uninstall()
     with warnings.catch_warnings():
       # Up to 0.7.1, upstream warns as it imports a raw capsule.

@@ -100,7 +100,8 @@ class GateTest(absltest.TestCase):
     self.assertIn(dlpack_compat.TESTED_RANGE, problem)
 
   def test_versioned_import_gate_matches_jaxlib(self) -> None:
-    source = conformance.aligned_array((16,))
+    # Any: pytype's NumPy stubs lack the DLPack methods.
+    source: Any = conformance.aligned_array((16,))
     capsule = source.__dlpack__(max_version=(1, 0))
     if not dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES:
       with self.assertRaisesRegex(dlpack_compat.RuntimeErrorType,

@@ -44,6 +44,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
+from jax_patch._src import dlpack_device
 
 FromDLPack = Callable[..., Any]
 
@@ -171,16 +172,27 @@ class OldProducer:
     return self.array.__dlpack__()
 
 
-class ForeignDeviceProducer:
-  """Claims to live on a device type this jaxlib lacks (CUDA by default).
+def absent_gpu_device_type() -> int:
+  """A GPU DLPack device type this JAX has no backend for: CUDA, else ROCm."""
+  for device_type in (dlpack_device.KDL_CUDA, dlpack_device.KDL_ROCM):
+    if dlpack_device.jax_device_for((device_type, 0)) is None:
+      return device_type
+  raise unittest.SkipTest("this JAX has both CUDA and ROCm backends")
 
-  No real producer can show this on a CPU-only machine. Like a CUDA tensor,
-  it exports only a host copy, and only when asked with ``dl_device``.
+
+class ForeignDeviceProducer:
+  """Claims to live on a device type this jaxlib lacks.
+
+  By default a GPU platform JAX has no backend for (CUDA on a CPU-only
+  jaxlib). No real producer can show this. Like a GPU tensor, it exports
+  only a host copy, and only when asked with ``dl_device``.
   """
 
-  def __init__(self, host_array: np.ndarray[Any, Any], device_type: int = 2):
+  def __init__(self, host_array: np.ndarray[Any, Any],
+               device_type: int | None = None):
     self.host_array: Any = host_array
-    self.device_type = device_type
+    self.device_type = (absent_gpu_device_type() if device_type is None
+                        else device_type)
     self.calls: list[dict[str, Any]] = []
 
   def __dlpack_device__(self) -> tuple[int, int]:
@@ -575,6 +587,9 @@ def foreign_platform_without_device_raises(from_dlpack: FromDLPack) -> str:
 
 @_case("a pinned-host (kDLCUDAHost) source is asked with stream=None")
 def cuda_host_source_gets_no_stream(from_dlpack: FromDLPack) -> str:
+  if dlpack_device.jax_device_for((dlpack_device.KDL_CUDA_HOST, 0)):
+    raise unittest.SkipTest(
+        "this JAX has CUDA: the stand-in producer is for a JAX without it")
   producer = ForeignDeviceProducer(aligned_array((8,)), device_type=3)
   result = from_dlpack(producer, device=jax.devices("cpu")[0])
   assert all(call["stream"] is None for call in producer.calls), (
@@ -996,7 +1011,9 @@ def export_copy_true_is_copied(from_dlpack: FromDLPack) -> str:
 def export_missing_platform_raises(from_dlpack: FromDLPack) -> str:
   del from_dlpack
   x: Any = jax.numpy.arange(4.0)
-  return _expect_raises(lambda: x.__dlpack__(dl_device=(2, 0)), BufferError)
+  return _expect_raises(
+      lambda: x.__dlpack__(dl_device=(absent_gpu_device_type(), 0)),
+      BufferError)
 
 
 @_case("a DLPack round trip of a jax.Array on cpu:1 stays on cpu:1")

@@ -545,11 +545,13 @@ def gather_on_device(capsule: Any, source: Any, stream: int | None,
     raise BufferError(
         f"from_dlpack: jaxlib cannot import this {source.platform} tensor "
         f"({err}).") from None
+  if canonical is not None and canonical != span.dtype:
+    # Before the gather: JAX before 0.5 cannot index an array of a dtype
+    # jax_enable_x64 rules out.
+    span = span.astype(canonical)
   offsets = first + _element_offsets(info.shape, info.strides)
-  result = span[dlpack_device.place(offsets.astype(index_dtype), source)]
-  if canonical is not None and canonical != result.dtype:
-    result = result.astype(canonical)
-  return _finished(result)
+  return _finished(
+      span[dlpack_device.place(offsets.astype(index_dtype), source)])
 
 
 def _element_offsets(shape: tuple[int, ...],

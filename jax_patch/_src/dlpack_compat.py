@@ -134,8 +134,8 @@ else:
 
 # The DLPack version jaxlib's own 1.x capsules carry ((1, 3) on 0.12).
 JAXLIB_DLPACK_VERSION: tuple[int, int] | None = (
-    tuple(_binding.dlpack_version) if JAXLIB_EXPORTS_VERSIONED_CAPSULES
-    else None)
+    (_binding.dlpack_version[0], _binding.dlpack_version[1])
+    if JAXLIB_EXPORTS_VERSIONED_CAPSULES else None)
 
 # The error jaxlib raises when a runtime call fails (JaxRuntimeError from
 # jaxlib 0.8, which xla_client still exports under this name).

@@ -19,9 +19,11 @@ import os
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=4")
 
-from typing import Any  # pylint: disable=g-import-not-at-top
+import types  # pylint: disable=g-import-not-at-top
+from typing import Any
 
 from absl.testing import absltest
+from absl.testing import parameterized
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -200,6 +202,43 @@ class DLPackDeviceTest(absltest.TestCase):
     with self.assertRaises(BufferError):
       dlpack_device.dlpack_device_of_array(
           jax.device_put(jnp.arange(4.0), sharding))
+
+
+class AcceleratorDeviceTypeTest(parameterized.TestCase):
+  """Device types of accelerator memory, as upstream 0.12 reports them.
+
+  No GPU or TPU is here: the devices are stand-ins with the two attributes
+  read.
+  """
+
+  @parameterized.named_parameters(
+      ("cuda", "gpu", "cuda 12.8", False, 2),
+      ("cuda_pinned_host", "gpu", "cuda 12.8", True, 3),
+      ("rocm", "gpu", "rocm 6.4", False, 10),
+      ("rocm_pinned_host", "gpu", "rocm 6.4", True, 11),
+      ("oneapi", "gpu", "oneapi 2025", False, 14),
+      ("tpu_pinned_host", "tpu", "", True, 20),
+  )
+  def test_memory_gets_its_dlpack_device_type(
+      self, platform: str, version: str, pinned_host: bool,
+      expected: int) -> None:
+    device = types.SimpleNamespace(
+        platform=platform,
+        client=types.SimpleNamespace(platform_version=version))
+    self.assertEqual(
+        dlpack_device._accelerator_device_type(device, pinned_host), expected)
+
+  @parameterized.named_parameters(
+      ("tpu_device_memory", "tpu", "", False),
+      ("unknown_gpu", "gpu", "metal 1", False),
+  )
+  def test_memory_without_a_dlpack_device_type_raises_buffer_error(
+      self, platform: str, version: str, pinned_host: bool) -> None:
+    device = types.SimpleNamespace(
+        platform=platform,
+        client=types.SimpleNamespace(platform_version=version))
+    with self.assertRaises(BufferError):
+      dlpack_device._accelerator_device_type(device, pinned_host)
 
 
 if __name__ == "__main__":

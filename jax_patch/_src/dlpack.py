@@ -69,7 +69,6 @@ SUPPORTED_DTYPES_SET: frozenset[np.dtype[Any]] = frozenset(
     {np.dtype(dt) for dt in SUPPORTED_DTYPES})
 
 _KDL_CPU = dlpack_device.KDL_CPU
-_KDL_CUDA_HOST = dlpack_device.KDL_CUDA_HOST
 
 
 def is_supported_dtype(dtype: DTypeLike) -> bool:
@@ -222,7 +221,7 @@ def _from_jax_array(x: Array, target: dlpack_device.Target | None,
 def _consumer_stream(external_array: Any, dl_device: tuple[int, int],
                      source: Any) -> int | None:
   """Returns the stream the producer must make the data ready on."""
-  if dl_device[0] in (_KDL_CPU, _KDL_CUDA_HOST):
+  if dl_device[0] in dlpack_device.HOST_DEVICE_TYPES:
     # Pinned host tensors export through their CPU __dlpack__ (torch), which
     # rejects any stream but None.
     return None

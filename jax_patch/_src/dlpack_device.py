@@ -40,13 +40,23 @@ KDL_CPU = dlpack_capsule.KDL_CPU
 KDL_CUDA = 2
 KDL_CUDA_HOST = 3
 KDL_ROCM = 10
+KDL_ROCM_HOST = 11
+KDL_ONEAPI = 14
+KDL_TPU_HOST = 20
 
 DL_DEVICE_TO_PLATFORM: dict[int, str] = {
     KDL_CPU: "cpu",
     KDL_CUDA: "cuda",
     KDL_CUDA_HOST: "cuda",
     KDL_ROCM: "rocm",
+    KDL_ROCM_HOST: "rocm",
+    KDL_ONEAPI: "oneapi",
+    KDL_TPU_HOST: "tpu",
 }
+
+# Host memory, plain or pinned by an accelerator: no stream orders it.
+HOST_DEVICE_TYPES = frozenset({KDL_CPU, KDL_CUDA_HOST, KDL_ROCM_HOST,
+                               KDL_TPU_HOST})
 
 HOST_DL_DEVICE = (KDL_CPU, 0)
 
@@ -217,15 +227,28 @@ def dlpack_device_of_array(x: Any) -> tuple[DLDeviceType | int, int]:
   hardware_id = device.local_hardware_id
   if device.platform == "cpu":
     return _device_type(KDL_CPU), hardware_id or 0
-  if device.platform != "gpu" or hardware_id is None:
+  code = _accelerator_device_type(
+      device, x.sharding.memory_kind == "pinned_host")
+  if hardware_id is None:
     raise BufferError(
-        f"__dlpack_device__: DLPack has no device type for {device}.")
+        f"__dlpack_device__: {device} has no local hardware id.")
+  return _device_type(code), hardware_id
+
+
+def _accelerator_device_type(device: Device, pinned_host: bool) -> int:
+  """DLPack's device type for memory of a GPU or TPU ``device``."""
+  if device.platform == "tpu" and pinned_host:
+    return KDL_TPU_HOST
+  if device.platform != "gpu":
+    raise BufferError(
+        f"__dlpack_device__: DLPack has no device type for {device} "
+        f"(memory kind {'pinned_host' if pinned_host else 'device'}).")
   platform_version = device.client.platform_version
+  if "cuda" in platform_version:
+    return KDL_CUDA_HOST if pinned_host else KDL_CUDA
   if "rocm" in platform_version:
-    return _device_type(KDL_ROCM), hardware_id
-  if "cuda" not in platform_version:
-    raise BufferError(
-        f"__dlpack_device__: unknown GPU platform {platform_version!r}.")
-  if x.sharding.memory_kind == "pinned_host":
-    return _device_type(KDL_CUDA_HOST), hardware_id
-  return _device_type(KDL_CUDA), hardware_id
+    return KDL_ROCM_HOST if pinned_host else KDL_ROCM
+  if "oneapi" in platform_version:
+    return KDL_ONEAPI
+  raise BufferError(
+      f"__dlpack_device__: unknown GPU platform {platform_version!r}.")

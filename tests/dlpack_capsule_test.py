@@ -40,6 +40,16 @@ _capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 CountingProducer = producers.CraftedProducer
 
 
+def _run_in_a_fresh_process(script: str) -> "subprocess.CompletedProcess[str]":
+  """Runs ``script`` in a new interpreter from the repository root.
+
+  For what may crash or abort the process: that must not take the tests down.
+  """
+  return subprocess.run([sys.executable, "-c", script], capture_output=True,
+                        text=True, timeout=120, check=False,
+                        cwd=pathlib.Path(__file__).parents[1])
+
+
 class InspectTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
@@ -155,8 +165,7 @@ class DeleterTest(parameterized.TestCase):
         thread.join()
         print("done", len(kept))
         """)
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True,
-                         text=True, timeout=120, check=False)
+    run = _run_in_a_fresh_process(script)
     self.assertEqual(run.returncode, 0, run.stderr)
     self.assertIn("done 2", run.stdout)
 
@@ -191,12 +200,9 @@ class DeleterTest(parameterized.TestCase):
         gc.collect()
         print("deleted")
         """)
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True,
-                         text=True, timeout=120, check=False,
-                         cwd=pathlib.Path(__file__).parents[1])
+    run = _run_in_a_fresh_process(script)
     self.assertEqual(run.returncode, 0, run.stderr[-2000:])
     self.assertIn("deleted", run.stdout)
-
 
   def test_jaxlib_calls_a_versioned_deleter_exactly_once(self) -> None:
     # Where jaxlib reads 1.x capsules, the patch hands them over unconverted:
@@ -232,9 +238,7 @@ class DeleterTest(parameterized.TestCase):
         gc.collect()
         print("released")
         """)
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True,
-                         text=True, timeout=120, check=False,
-                         cwd=pathlib.Path(__file__).parents[1])
+    run = _run_in_a_fresh_process(script)
     self.assertEqual(run.returncode, 0, run.stderr[-2000:])
     self.assertIn("released", run.stdout)
 

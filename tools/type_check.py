@@ -59,7 +59,12 @@ def main(argv: list[str]) -> int:
     print(f"{argv[1]}: skipped: {reason}")
     return 0
   scratch = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
+  # pytype looks up `python3.X` on PATH for the version it checks, this
+  # interpreter's: a virtualenv's lies beside it, and may not be on PATH.
+  path = os.pathsep.join([os.path.dirname(sys.executable),
+                          os.environ.get("PATH", "")])
   return subprocess.run(_command(argv[1], scratch), cwd=_ROOT,
+                        env=dict(os.environ, PATH=path),
                         check=False).returncode
 
 

@@ -21,11 +21,13 @@ makes ``jax.numpy.from_dlpack``, ``jax.dlpack.from_dlpack`` and
 
 from jax_patch._src.dlpack_errors import (
     CopyRequiredError as CopyRequiredError,
+    InvalidDeviceError as InvalidDeviceError,
     MissingDLPackMethodsError as MissingDLPackMethodsError,
     TransformationError as TransformationError,
     UnsupportedDeviceError as UnsupportedDeviceError,
 )
 from jax_patch._src.install import (
+    UntestedJaxWarning as UntestedJaxWarning,
     install as install,
     is_installed as is_installed,
     patched as patched,

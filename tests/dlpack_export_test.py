@@ -19,7 +19,9 @@ import os
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=4")
 
-import types  # pylint: disable=g-import-not-at-top
+import ctypes  # pylint: disable=g-import-not-at-top
+import math
+import types
 from typing import Any
 
 from absl.testing import absltest
@@ -68,9 +70,24 @@ class ToDLPackTest(absltest.TestCase):
     with self.assertRaises(BufferError):
       dlpack.to_dlpack(jnp.arange(4.0), dl_device=(4, 0))
 
-  def test_max_version_below_minimum_raises_buffer_error(self) -> None:
-    with self.assertRaises(BufferError):
-      dlpack.to_dlpack(jnp.arange(4.0), max_version=(0, 4))
+  def test_non_integer_stream_raises_type_error_not_buffer_error(
+      self) -> None:
+    for stream in (object(), "1", 1.5):
+      with self.subTest(stream=stream):
+        with self.assertRaises(TypeError) as caught:
+          dlpack.to_dlpack(jnp.arange(4.0), stream=stream)
+        self.assertNotIsInstance(caught.exception, BufferError)
+
+  def test_numpy_integer_stream_is_an_integer(self) -> None:
+    capsule = dlpack.to_dlpack(jnp.arange(4.0), stream=np.int64(-1))
+    np.testing.assert_array_equal(_as_numpy(capsule), np.arange(4.0))
+
+  def test_installed_dunder_dlpack_raises_type_error_for_object_stream(
+      self) -> None:
+    x: Any = jnp.arange(4.0)
+    with jax_patch.patched():
+      with self.assertRaises(TypeError):
+        x.__dlpack__(stream=object())
 
   def test_sharded_array_raises_buffer_error(self) -> None:
     devices = jax.devices("cpu")[:2]
@@ -108,6 +125,45 @@ def _uncopied_export_version(max_version: tuple[int, int]) -> tuple[int, int]:
   if dlpack_compat.JAXLIB_DLPACK_VERSION is not None:
     return dlpack_compat.JAXLIB_DLPACK_VERSION
   return min(max_version, dlpack_capsule.MAX_VERSION)
+
+
+def _write_as_a_legacy_consumer_may(info: dlpack_capsule.TensorInfo) -> None:
+  """Writes -1 over a float32 tensor, as a 0.x capsule lets its consumer."""
+  ctypes.memmove(info.address, np.full(info.shape, -1, np.float32).ctypes.data,
+                 math.prod(info.shape) * 4)
+
+
+class LegacyMaxVersionTest(parameterized.TestCase):
+  """A max_version of major 0 asks for a 0.x capsule, which has no flags."""
+
+  @parameterized.parameters((0, 0), (0, 5), (0, 8))
+  def test_gets_a_legacy_capsule_whose_writes_miss_the_jax_buffer(
+      self, major: int, minor: int) -> None:
+    x = jnp.arange(4.0, dtype=jnp.float32)
+    capsule = dlpack.to_dlpack(x, max_version=(major, minor))
+    info = dlpack_capsule.inspect(capsule)
+    self.assertFalse(info.versioned)
+    _write_as_a_legacy_consumer_may(info)
+    np.testing.assert_array_equal(np.asarray(x), np.arange(4.0))
+
+  def test_copy_false_raises_copy_required_error(self) -> None:
+    with self.assertRaisesRegex(jax_patch.CopyRequiredError,
+                                "Specified max_version=.* which requires a "
+                                "copy"):
+      dlpack.to_dlpack(jnp.arange(4.0), max_version=(0, 8), copy=False)
+
+  def test_from_another_device_is_one_copy_on_the_target(self) -> None:
+    x = jax.device_put(jnp.arange(4.0, dtype=jnp.float32),
+                       jax.devices("cpu")[1])
+    capsule = dlpack.to_dlpack(x, max_version=(0, 8), dl_device=(1, 0))
+    _write_as_a_legacy_consumer_may(dlpack_capsule.inspect(capsule))
+    np.testing.assert_array_equal(np.asarray(x), np.arange(4.0))
+
+  def test_without_max_version_still_aliases_as_upstream_does(self) -> None:
+    x = jnp.arange(4.0)
+    info = dlpack_capsule.inspect(dlpack.to_dlpack(x))
+    self.assertFalse(info.versioned)
+    self.assertEqual(info.address, x.unsafe_buffer_pointer())
 
 
 class VersionedExportTest(absltest.TestCase):

@@ -672,11 +672,12 @@ def copy_string_raises(from_dlpack: FromDLPack) -> str:
                         TypeError, mentions="from_dlpack")
 
 
-@_case("device='cpu' raises a TypeError naming from_dlpack")
+@_case("device='cpu' raises a TypeError and ValueError naming from_dlpack "
+       "(upstream: a ValueError)")
 def device_string_raises(from_dlpack: FromDLPack) -> str:
   return _expect_raises(
       lambda: from_dlpack(aligned_array((4,)), device="cpu"), TypeError,
-      mentions="from_dlpack")
+      ValueError, mentions="from_dlpack")
 
 
 @_case("an object without __dlpack__ raises AttributeError and TypeError")
@@ -1014,6 +1015,25 @@ def export_missing_platform_raises(from_dlpack: FromDLPack) -> str:
   return _expect_raises(
       lambda: x.__dlpack__(dl_device=(absent_gpu_device_type(), 0)),
       BufferError)
+
+
+@_case("jax.Array.__dlpack__(stream=<not an int>) raises TypeError")
+def export_stream_of_wrong_type_raises(from_dlpack: FromDLPack) -> str:
+  del from_dlpack
+  x: Any = jax.numpy.arange(4.0)
+  return _expect_raises(lambda: x.__dlpack__(stream=object()), TypeError)
+
+
+@_case("jax.Array.__dlpack__(max_version=(0, 8)) returns a 0.x capsule "
+       "holding a copy (0.x cannot say READ_ONLY)")
+def export_legacy_max_version_is_a_copy(from_dlpack: FromDLPack) -> str:
+  del from_dlpack
+  x: Any = jax.numpy.arange(4.0)
+  info = dlpack_capsule.inspect(x.__dlpack__(max_version=(0, 8)))
+  assert not info.versioned, f"a {info.version} capsule"
+  assert info.address != x.unsafe_buffer_pointer(), (
+      "a writable alias of the JAX buffer")
+  return "0.x copy"
 
 
 @_case("a DLPack round trip of a jax.Array on cpu:1 stays on cpu:1")

@@ -24,6 +24,7 @@ device, and check that what was promised about copying holds.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -39,14 +40,15 @@ from jax_patch._src import dlpack_device
 from jax_patch._src import dlpack_errors
 
 CopyRequiredError = dlpack_errors.CopyRequiredError
+InvalidDeviceError = dlpack_errors.InvalidDeviceError
 MissingDLPackMethodsError = dlpack_errors.MissingDLPackMethodsError
 TransformationError = dlpack_errors.TransformationError
 UnsupportedDeviceError = dlpack_errors.UnsupportedDeviceError
 
 __all__ = [
     "CopyRequiredError", "DLDeviceType", "DLPACK_VERSION",
-    "MIN_DLPACK_VERSION", "MissingDLPackMethodsError", "SUPPORTED_DTYPES",
-    "SUPPORTED_DTYPES_SET", "TransformationError", "UnsupportedDeviceError",
+    "InvalidDeviceError", "MIN_DLPACK_VERSION", "MissingDLPackMethodsError",
+    "SUPPORTED_DTYPES", "SUPPORTED_DTYPES_SET", "TransformationError", "UnsupportedDeviceError",
     "from_dlpack", "is_supported_dtype", "to_dlpack",
 ]
 
@@ -107,8 +109,9 @@ def from_dlpack(external_array: Any,
     the producer's array show through it.
 
   Raises:
-    TypeError: ``copy`` is not a bool or ``None``, or ``device`` is not a
-      device or sharding.
+    TypeError: ``copy`` is not a bool or ``None``.
+    InvalidDeviceError: (a ``TypeError`` and ``ValueError``) ``device`` is
+      not a device or sharding.
     MissingDLPackMethodsError: (an ``AttributeError`` and ``TypeError``)
       ``external_array`` lacks ``__dlpack__`` or ``__dlpack_device__``.
     UnsupportedDeviceError: (a ``BufferError`` and ``TypeError``) the array
@@ -131,9 +134,7 @@ def from_dlpack(external_array: Any,
   if source is None:
     return _from_foreign_platform(external_array, dl_device, target, copy)
   if copy is False and not dlpack_device.is_only(target, source):
-    raise CopyRequiredError(_copy_message(
-        f"the array is on {source} and device={dlpack_device.describe(target)}"
-        " asks to move it"))
+    raise _move_required(target, source)
   stream = _consumer_stream(external_array, dl_device, source)
   capsule = _request_capsule(external_array, stream, copy)
   result = _import(capsule, source, dl_device[0], stream, copy,
@@ -171,13 +172,20 @@ def _check_dlpack_methods(external_array: Any) -> None:
     hint = (" Raw DLPack capsules are not accepted: pass the array that "
             "produced the capsule instead.")
   raise MissingDLPackMethodsError(
-      f"from_dlpack: {type(external_array).__name__} object has no "
-      f"{' or '.join(missing)} method, so it does not support DLPack.{hint}")
+      "The array passed to from_dlpack must have __dlpack__ and "
+      f"__dlpack_device__ methods. This {type(external_array).__name__} "
+      f"object has no {' or '.join(missing)}, so it does not support "
+      f"DLPack.{hint}")
 
 
-def _copy_message(reason: str) -> str:
-  return (f"from_dlpack: a copy is required because {reason}, but copy=False "
-          "was passed. Pass copy=None to copy only when needed, or copy=True.")
+_copy_required = dlpack_errors.copy_required
+
+
+def _move_required(target: dlpack_device.Target, source: Any,
+                   caller: str = "from_dlpack") -> CopyRequiredError:
+  return _copy_required(
+      f"the source device is {dlpack_device.describe(source)}",
+      f"device={dlpack_device.describe(target)}", caller)
 
 
 def _place(result: Array, target: dlpack_device.Target | None,
@@ -203,15 +211,12 @@ def _from_jax_array(x: Array, target: dlpack_device.Target | None,
   canonical = dtypes.canonicalize_dtype(x.dtype)
   if canonical != x.dtype:
     if copy is False:
-      raise CopyRequiredError(_copy_message(
-          f"dtype {x.dtype} becomes {canonical} with jax_enable_x64 off"))
+      raise _copy_required(_narrowing(x.dtype, canonical))
     x, copy = x.astype(canonical), None
   if target is None or dlpack_device.holds(x, target):
     return _array_copy(x) if copy else x
   if copy is False:
-    raise CopyRequiredError(_copy_message(
-        f"the array is on {dlpack_device.describe(x.sharding)} and "
-        f"device={dlpack_device.describe(target)} asks to move it"))
+    raise _move_required(target, x.sharding)
   if copy:
     # device_put may alias across CPU devices: copy first, whatever target.
     x = _array_copy(x)
@@ -285,9 +290,9 @@ def _import(capsule: Any, source: Any, dl_device_type: int,
   capsule, flags, address, device_type, dl_dtype = _read_capsule(capsule)
   if flags & dlpack_capsule.FLAG_IS_COPIED:
     if copy is False:
-      raise CopyRequiredError(
-          "from_dlpack: the producer copied the data (its capsule has "
-          "IS_COPIED set) although copy=False was passed.")
+      raise _copy_required(
+          "the producer could not share the data: it copied it (its capsule "
+          "has IS_COPIED set)")
     independent = False  # The producer's copy is already independent.
   if device_type != dl_device_type:
     raise BufferError(
@@ -310,9 +315,7 @@ def _import(capsule: Any, source: Any, dl_device_type: int,
       refusal = f"jaxlib cannot alias it ({err})"  # The capsule is still ours.
     else:
       if copy is False and result.unsafe_buffer_pointer() != address:
-        raise CopyRequiredError(
-            "from_dlpack: jaxlib copied the data although copy=False was "
-            "passed.")
+        raise _copy_required("jaxlib copied the data it was given")
       return result
   # `capsule` owns the producer's memory, which a copy reads: it stays alive
   # until this function returns.
@@ -377,14 +380,20 @@ def _why_host_copy(info: dlpack_capsule.TensorInfo,
                    canonical: np.dtype[Any]) -> str | None:
   """Says why jaxlib cannot alias a host tensor; ``None`` if it can."""
   if info.dtype != canonical:
-    return f"dtype {info.dtype} becomes {canonical} with jax_enable_x64 off"
+    return _narrowing(info.dtype, canonical)
   if info.address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT:
-    return (f"the data is not aligned to "
+    # Upstream's words: code matches on them.
+    return (f"the source data buffer is not aligned to "
             f"{dlpack_compat.CPU_ZERO_COPY_ALIGNMENT} bytes")
   if not _is_compact(info.shape, info.strides):
     return (f"strides {info.strides} (in elements, for shape {info.shape}) "
             "are not a compact layout")
   return _why_jaxlib_cannot_read(info)
+
+
+def _narrowing(dtype: np.dtype[Any], canonical: np.dtype[Any]) -> str:
+  return (f"its dtype {dtype} becomes {canonical} with jax_enable_x64 off "
+          "(enable it to share 64-bit data)")
 
 
 def _why_jaxlib_cannot_read(info: dlpack_capsule.TensorInfo) -> str | None:
@@ -451,10 +460,13 @@ def _import_host_copy(info: dlpack_capsule.TensorInfo, source: Any,
         f"from_dlpack: DLPack dtype (code, bits, lanes) = {info.dl_dtype} is "
         "not supported.")
   canonical = _canonical_dtype(info.dtype)
-  fresh_is_free = info.size == 0 and canonical == info.dtype
+  # Zero-size data needs no copy, but unaligned it is refused as upstream
+  # refuses it: code relies on that.
+  fresh_is_free = (info.size == 0 and canonical == info.dtype and not
+                   info.address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT)
   if copy is False and not fresh_is_free:
     reason = _why_host_copy(info, canonical) or refusal or "copy=True"
-    raise CopyRequiredError(_copy_message(reason))
+    raise _copy_required(reason)
   copied = _aligned_empty(info.shape, canonical)
   np.copyto(copied, dlpack_capsule.host_view(info), casting="unsafe")
   return _adopt_host_copy(copied, source)
@@ -489,8 +501,7 @@ def _import_device(capsule: Any, source: Any, dl_device_type: int,
   """Imports an accelerator tensor; copies, when needed, on the device."""
   dtype = dlpack_capsule.numpy_dtype(dl_dtype)
   if copy is False and canonical != dtype:
-    raise CopyRequiredError(_copy_message(
-        f"dtype {dtype} becomes {canonical} with jax_enable_x64 off"))
+    raise _copy_required(_narrowing(dtype, canonical))
   # Asking jaxlib despite a refusal could import the data permuted.
   reason = _jaxlib_refusal(capsule, dl_dtype)
   if reason is None:
@@ -501,7 +512,7 @@ def _import_device(capsule: Any, source: Any, dl_device_type: int,
       reason = f"jaxlib cannot alias it ({err})"  # The capsule is still ours.
   if reason is not None:
     if copy is False:
-      raise CopyRequiredError(_copy_message(reason))
+      raise _copy_required(reason)
     return gather_on_device(capsule, source, stream, dl_device_type,
                             canonical)
   if canonical is not None and canonical != result.dtype:
@@ -578,8 +589,9 @@ def _from_foreign_platform(external_array: Any, dl_device: tuple[int, int],
         "backend for. Pass device=jax.devices('cpu')[0] to import a copy in "
         "host memory.")
   if copy is False:
-    raise CopyRequiredError(_copy_message(
-        f"the array is on {platform} and must be copied to host memory"))
+    raise _copy_required(
+        f"the source device is on {platform}, which this JAX has no backend "
+        "for, and must be copied to host memory")
   capsule = _request_capsule(external_array, None, copy,
                              dl_device=dlpack_device.HOST_DL_DEVICE)
   host = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
@@ -609,33 +621,40 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
 
   Returns:
     A DLPack 1.x capsule when ``max_version`` is at least ``(1, 0)``, a 0.x
-    capsule otherwise. Unless a copy was made, it aliases ``x``'s buffer: a
-    1.x capsule then has READ_ONLY set, since JAX arrays are immutable (a
-    0.x capsule cannot say so, and its consumer must not write either). A
-    copy belongs to the consumer: its 1.x capsule has IS_COPIED set instead.
+    capsule otherwise. Unless a copy was made, a 1.x capsule aliases ``x``'s
+    buffer with READ_ONLY set, since JAX arrays are immutable; a copy belongs
+    to the consumer, and its 1.x capsule has IS_COPIED set instead. A 0.x
+    capsule has no flags, so a consumer cannot tell that it must not write:
+    one asked for with a 0.x ``max_version`` always holds a copy. Without
+    ``max_version`` (a consumer from before DLPack 1.0) it aliases ``x``, as
+    upstream JAX and NumPy export, and the consumer must not write.
 
   Raises:
-    TypeError: ``x`` is not a ``jax.Array`` or ``copy`` is not a bool.
+    TypeError: ``x`` is not a ``jax.Array``, ``copy`` is not a bool, or
+      ``stream`` is not an integer.
     BufferError: ``x`` spans several devices, ``dl_device`` names a device
-      JAX does not have, ``stream`` is invalid for ``x``'s device, or
-      ``max_version`` is older than DLPack 0.5.
-    CopyRequiredError: ``copy=False`` but ``dl_device`` needs a transfer.
+      JAX does not have, or ``stream`` is invalid for ``x``'s device.
+    CopyRequiredError: ``copy=False`` but ``dl_device`` needs a transfer, or
+      ``max_version`` asks for a 0.x capsule, which cannot be shared safely.
   """
   if not isinstance(x, array.ArrayImpl):
     raise TypeError(f"Argument to to_dlpack must be a jax.Array, got {type(x)}")
   if copy is not None:
     copy = _check_copy(copy, "to_dlpack")
+  _check_stream_type(stream)
   requested = None if max_version is None else (max_version[0],
                                                  max_version[1])
-  if requested is not None and requested < MIN_DLPACK_VERSION:
-    raise BufferError(
-        f"JAX does not support any version below {MIN_DLPACK_VERSION} but "
-        f"version ({max_version}) was requested.")
+  if requested is not None and requested[0] < 1:
+    if copy is False:
+      raise _copy_required(
+          "a DLPack 0.x capsule cannot mark JAX's immutable buffer read-only",
+          f"max_version={requested}", "to_dlpack")
+    copy = True
   if src_device is None:
     src_device = dlpack_device.single_device(x, "to_dlpack")
   exported, device, copied = _export_placement(x, src_device, dl_device, copy)
   _check_export_stream(stream, device)
-  if requested is None or requested < (1, 0):
+  if requested is None or requested[0] < 1:
     return _export_capsule(exported, device, stream)
   if not copied and dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES:
     # jaxlib 0.12 on knows every dtype the patch exports, and marks its
@@ -684,7 +703,7 @@ def _export_placement(x: Any, src_device: Any,
     if requested[0] == _KDL_CPU and src_device.platform == "cpu":
       target = src_device  # All CPU devices share host memory.
     else:
-      target = dlpack_device.jax_device_for(requested)
+      target = dlpack_device.jax_device_for(requested, exporting=True)
       if target is None:
         raise BufferError(
             f"to_dlpack: dl_device={dl_device} names a platform this JAX has "
@@ -692,10 +711,20 @@ def _export_placement(x: Any, src_device: Any,
   if target is None or target == src_device:
     return (_array_copy(x), src_device, True) if copy else (x, src_device, False)
   if copy is False:
-    raise CopyRequiredError(
-        f"to_dlpack: dl_device={dl_device} needs a copy from {src_device}, "
-        "but copy=False was passed. Pass copy=None or copy=True.")
+    raise _move_required(target, src_device, "__dlpack__")
   return dlpack_device.place(x, target), target, True
+
+
+def _check_stream_type(stream: Any) -> None:
+  """Raises ``TypeError`` for a ``stream`` that is not an integer."""
+  if stream is None:
+    return
+  try:
+    operator.index(stream)
+  except TypeError:
+    raise TypeError(
+        f"to_dlpack: stream must be an integer or None, got {stream!r} of "
+        f"type {type(stream).__name__}.") from None
 
 
 def _check_export_stream(stream: Any, device: Any) -> None:

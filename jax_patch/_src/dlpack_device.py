@@ -65,8 +65,8 @@ def check_target(device: object) -> Target | None:
   """Returns ``device`` if it is a valid ``from_dlpack`` target.
 
   Raises:
-    TypeError: ``device`` is neither ``None``, a ``jax.Device`` nor a
-      ``jax.sharding.Sharding``.
+    InvalidDeviceError: (a ``TypeError`` and ``ValueError``) ``device`` is
+      neither ``None``, a ``jax.Device`` nor a ``jax.sharding.Sharding``.
   """
   if device is None or isinstance(device, (xla_client.Device, Sharding)):
     return device
@@ -74,7 +74,7 @@ def check_target(device: object) -> Target | None:
   if isinstance(device, str):
     hint = (f" To name a device by platform, pass "
             f"jax.devices({device!r})[0].")
-  raise TypeError(
+  raise dlpack_errors.InvalidDeviceError(
       "from_dlpack: device must be None, a jax.Device or a "
       f"jax.sharding.Sharding, got {device!r} of type "
       f"{type(device).__name__}.{hint}")
@@ -96,18 +96,25 @@ def dlpack_device_of(external_array: Any) -> tuple[int, int]:
         f"{value!r}, not a (device_type, device_id) pair.") from None
 
 
-def platform_of(dl_device: tuple[int, int]) -> str:
+def platform_of(dl_device: tuple[int, int], exporting: bool = False) -> str:
   """Returns the JAX platform name for a DLPack device.
+
+  Args:
+    exporting: the device was asked for on export (``dl_device=``), not
+      reported by a producer; only the error's wording differs.
 
   Raises:
     UnsupportedDeviceError: JAX has no platform for this device type.
   """
   platform = DL_DEVICE_TO_PLATFORM.get(dl_device[0])
   if platform is None:
+    # The opening sentences are upstream's: code matches on them.
+    opening = ("The device specification passed to to_dlpack contains an "
+               if exporting else
+               "Array passed to from_dlpack is on ")
     raise dlpack_errors.UnsupportedDeviceError(
-        "from_dlpack: the array is on a device type JAX cannot import from "
-        f"(DLDeviceType {dl_device[0]}); supported types are "
-        f"{sorted(DL_DEVICE_TO_PLATFORM)}.")
+        f"{opening}unsupported device type (DLDeviceType: {dl_device[0]}). "
+        f"JAX knows DLDeviceTypes {sorted(DL_DEVICE_TO_PLATFORM)}.")
   return platform
 
 
@@ -116,8 +123,12 @@ _device_cache: dict[tuple[int, int], Device | None] = {}
 _device_cache_backends: list[Any] = [None]
 
 
-def jax_device_for(dl_device: tuple[int, int]) -> Device | None:
+def jax_device_for(dl_device: tuple[int, int],
+                   exporting: bool = False) -> Device | None:
   """Returns the JAX device holding ``dl_device``'s memory.
+
+  Args:
+    exporting: see :func:`platform_of`.
 
   Returns:
     The device, or ``None`` when this JAX has no backend for its platform
@@ -133,13 +144,14 @@ def jax_device_for(dl_device: tuple[int, int]) -> Device | None:
   try:
     return _device_cache[dl_device]
   except KeyError:
-    device = _device_cache[dl_device] = _look_up_device(dl_device, backends)
+    device = _device_cache[dl_device] = _look_up_device(dl_device, backends,
+                                                        exporting)
     return device
 
 
-def _look_up_device(dl_device: tuple[int, int],
-                    backends: dict[str, Any]) -> Device | None:
-  backend = backends.get(platform_of(dl_device))
+def _look_up_device(dl_device: tuple[int, int], backends: dict[str, Any],
+                    exporting: bool) -> Device | None:
+  backend = backends.get(platform_of(dl_device, exporting))
   if backend is None:
     return None
   try:
@@ -166,9 +178,12 @@ def is_host(target: Target) -> bool:
 
 
 def describe(target: Target) -> str:
+  """A device as upstream's messages write it (its ``repr``), or a
+  sharding's devices."""
   if isinstance(target, Sharding):
-    return f"{type(target).__name__} over {sorted(map(str, devices_of(target)))}"
-  return str(target)
+    devices = sorted(map(repr, devices_of(target)))
+    return f"{type(target).__name__} over {devices}"
+  return repr(target)
 
 
 def place(array: Any, target: Target) -> Array:

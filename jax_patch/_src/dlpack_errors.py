@@ -12,11 +12,14 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Exception classes raised by the DLPack import and export.
+"""Exception classes raised by the DLPack import and export, and the messages
+code written against upstream JAX matches on.
 
 The Python Array API standard and upstream JAX disagree on several exception
 types. Where they do, the class here derives from both, so that code written
-against either keeps working.
+against either keeps working. Where upstream raised for the same situation,
+the message opens with a sentence in upstream's wording (tests pin each
+pattern against the running upstream), then says why and what to pass.
 """
 
 from __future__ import annotations
@@ -27,6 +30,14 @@ class CopyRequiredError(BufferError, ValueError):
 
   The standard's ``copy`` text asks for ``BufferError``; its ``Raises`` section
   and upstream JAX use ``ValueError``.
+  """
+
+
+class InvalidDeviceError(TypeError, ValueError):
+  """``device`` is not a ``jax.Device`` or ``jax.sharding.Sharding``.
+
+  A wrong argument type is a ``TypeError``; upstream JAX raised
+  ``ValueError`` (from ``device_put``).
   """
 
 
@@ -50,3 +61,25 @@ class TransformationError(RuntimeError):
   It reads an external, mutable buffer that tracing cannot follow: a trace
   would bake in the buffer's current contents and silently go stale.
   """
+
+
+def copy_required(reason: str, specified: str = "input",
+                  caller: str = "from_dlpack") -> CopyRequiredError:
+  """The error for ``copy=False`` when a copy is needed.
+
+  Args:
+    reason: why a copy is needed, as a clause ("the source device is ...").
+    specified: what asked for it: ``input`` when the input itself cannot be
+      shared, ``device=...`` when a move was asked for.
+    caller: the function whose ``copy=False`` it is.
+
+  Returns:
+    A ``CopyRequiredError`` whose message opens as upstream's does
+    ("Specified ... which requires a copy since ..."), the sentence code
+    written against upstream matches.
+  """
+  return CopyRequiredError(
+      f"Specified {specified} which requires a copy since {reason}, however "
+      f"copy=False. {caller} never copies under copy=False (the Array API "
+      "standard's rule); pass copy=None to copy only when needed, or "
+      "copy=True.")

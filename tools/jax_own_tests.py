@@ -47,6 +47,9 @@ import os
 if os.environ.get("JAX_PATCH") == "1":
   import jax_patch
   jax_patch.install()
+if os.environ.get("JAX_SOURCE_ROOT"):
+  import jax
+  assert jax.__file__.startswith(os.environ["JAX_SOURCE_ROOT"]), jax.__file__
 
 
 def pytest_collection_modifyitems(items):
@@ -60,8 +63,10 @@ def pytest_collection_modifyitems(items):
 # the test it is in and what the patch's failure says. README lists them.
 STANDARD_CONTRADICTIONS = (
     ("from_dlpack copy=False: 'must never copy'. The case expects upstream's "
-     "silent copy (64-bit input with x64 off; unaligned input up to 0.4.38)",
-     r"testNumpyToJax\d*\[", r"CopyRequiredError: "),
+     "silent copy (64-bit input with x64 off; unaligned input up to 0.8.0)",
+     r"testNumpyToJax\d*\[",
+     r"CopyRequiredError: Specified input which requires a copy since "
+     r"(the source data buffer is not aligned|its dtype \w+ becomes)"),
     ("from_dlpack Raises: 'AttributeError if the __dlpack__ and "
      "__dlpack_device__ methods are not present'. The case passes a raw "
      "capsule (up to 0.7.1)",
@@ -97,12 +102,49 @@ def write_test_tree(jax_git: str, ref: str, directory: str) -> str:
   return path
 
 
+def write_vendored_checkout(jax_git: str, ref: str, python: str,
+                            directory: str) -> str:
+  """Writes JAX's source at ``ref`` (a git repository), vendors into it.
+
+  Returns:
+    The checkout's copy of the test file, corrected by vendoring.
+  """
+  root = os.path.join(directory, "checkout")
+  os.makedirs(root)
+  listed = subprocess.run(
+      ["git", f"--git-dir={jax_git}", "ls-tree", "--name-only", ref],
+      check=True, capture_output=True, text=True).stdout.split()
+  paths = ["jax", TEST_PATH] + [p for p in ("pyproject.toml", "setup.py")
+                                if p in listed]
+  archive = subprocess.run(
+      ["git", f"--git-dir={jax_git}", "archive", ref, *paths],
+      check=True, capture_output=True).stdout
+  subprocess.run(["tar", "-x", "-C", root], input=archive, check=True)
+  git = ["git", "-c", "user.name=jax-own-tests", "-c",
+         "user.email=jax-own-tests@invalid", "-c", "commit.gpgsign=false"]
+  for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", ref]):
+    subprocess.run(git + args, cwd=root, check=True)
+  subprocess.run([python, "-m", "jax_patch", "vendor", "--into", root],
+                 check=True, stdout=subprocess.DEVNULL)
+  with open(os.path.join(root, "tests", "conftest.py"), "w") as f:
+    f.write(_CONFTEST)
+  return os.path.join(root, TEST_PATH)
+
+
 def run_once(python: str, test_file: str, patched: bool, x64: bool,
-             directory: str) -> dict[str, tuple[str, str]]:
-  """Runs the file once; returns each case's outcome and message by id."""
+             directory: str,
+             source_root: str | None = None) -> dict[str, tuple[str, str]]:
+  """Runs the file once; returns each case's outcome and message by id.
+
+  Args:
+    source_root: a JAX source tree to import ``jax`` from.
+  """
   report = os.path.join(
-      directory, f"report-patch{int(patched)}-x64{int(x64)}.xml")
+      directory, f"report-patch{int(patched)}-x64{int(x64)}-"
+      f"{'vendored' if source_root else 'installed'}.xml")
   env = dict(os.environ,
+             PYTHONPATH=source_root or os.environ.get("PYTHONPATH", ""),
+             JAX_SOURCE_ROOT=source_root or "",
              JAX_PATCH="1" if patched else "0",
              JAX_ENABLE_X64="1" if x64 else "0",
              JAX_NUM_GENERATED_CASES="100000",
@@ -111,13 +153,14 @@ def run_once(python: str, test_file: str, patched: bool, x64: bool,
   subprocess.run(
       [python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
        f"--junitxml={report}", "-o", "junit_family=xunit2", test_file],
-      cwd=directory, env=env, stdout=subprocess.DEVNULL,
+      cwd=os.path.dirname(test_file), env=env, stdout=subprocess.DEVNULL,
       stderr=subprocess.DEVNULL, check=False)
   outcomes: dict[str, tuple[str, str]] = {}
   for case in ET.parse(report).getroot().iter("testcase"):
     params = "".join(p.get("value", "") for p in case.iter("property")
                      if p.get("name") == "params")
-    test_id = f"{case.get('classname')}::{case.get('name')}[{params}]"
+    test_class = (case.get("classname") or "").rsplit(".", 1)[-1]
+    test_id = f"{test_class}::{case.get('name')}[{params}]"
     outcome, message = "passed", ""
     for child in case:
       if child.tag in ("failure", "error"):
@@ -135,6 +178,28 @@ def count(outcomes: dict[str, tuple[str, str]]) -> str:
   return ", ".join(f"{n} {k}" for k, n in totals.items())
 
 
+def _compare_vendored(args: argparse.Namespace, ref: str, x64: bool,
+                      upstream: dict[str, tuple[str, str]],
+                      directory: str) -> int:
+  """Runs the vendored checkout's test file; returns its regressions."""
+  checkout_test = os.path.join(directory, "checkout", TEST_PATH)
+  if not os.path.exists(checkout_test):
+    write_vendored_checkout(args.jax_git, ref, args.python, directory)
+  vendored = run_once(args.python, checkout_test, False, x64, directory,
+                      source_root=os.path.join(directory, "checkout"))
+  print(f"  vendored checkout: {count(vendored)}")
+  failed = sorted(t for t, (outcome, _) in vendored.items()
+                  if outcome == "failed")
+  for test_id in failed:
+    print(f"  VENDORED FAILURE {test_id}: "
+          f"{vendored[test_id][1].splitlines()[0][:200]}")
+  lost = [t for t, (outcome, _) in upstream.items()
+          if outcome == "passed" and t not in vendored]
+  for test_id in lost:
+    print(f"  VENDORED MISSING {test_id}")
+  return len(failed) + len(lost)
+
+
 def main(argv: list[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--jax-git", required=True,
@@ -143,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
                       help="interpreter whose environment has JAX and "
                       "jax_patch")
   parser.add_argument("--ref", help="tag or commit; default jax-vVERSION")
+  parser.add_argument(
+      "--vendored", action="store_true",
+      help="also vendor into JAX's source at REF and run the test file "
+      "there, as vendoring corrected it, against the upstream results")
   args = parser.parse_args(argv)
   version = installed_jax_version(args.python)
   ref = args.ref or f"jax-v{version}"
@@ -163,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
       for reason, n in sorted(by_reason.items()):
         print(f"  {n} x {reason}")
         regressions += n if reason.startswith("REGRESSION") else 0
+      if args.vendored:
+        regressions += _compare_vendored(args, ref, x64, upstream, directory)
   print(f"{regressions} regressions")
   return 1 if regressions else 0
 

@@ -75,15 +75,15 @@ def _declarations(source: str) -> list[_Declaration]:
   return found
 
 
-def _spans(source: str) -> dict[tuple[str | None, str], tuple[int, int]]:
+def spans(source: str) -> dict[tuple[str | None, str], tuple[int, int]]:
   """Maps each declaration to the lines it covers, all overloads together."""
-  spans: dict[tuple[str | None, str], tuple[int, int]] = {}
+  found: dict[tuple[str | None, str], tuple[int, int]] = {}
   for declaration in _declarations(source):
-    start, end = spans.get(declaration.key,
+    start, end = found.get(declaration.key,
                            (declaration.start, declaration.end))
-    spans[declaration.key] = (min(start, declaration.start),
+    found[declaration.key] = (min(start, declaration.start),
                               max(end, declaration.end))
-  return spans
+  return found
 
 
 def _indent(line: str) -> str:
@@ -105,17 +105,17 @@ def corrected(original: str, corrections: str) -> str:
   """
   lines = original.splitlines(keepends=True)
   fix_lines = corrections.splitlines(keepends=True)
-  spans = _spans(original)
+  declared = spans(original)
   edits: list[tuple[int, int, list[str]]] = []
   previous: tuple[str | None, str] | None = None
   for fix in _declarations(corrections):
-    if fix.key in spans:
-      start, end = spans[fix.key]
+    if fix.key in declared:
+      start, end = declared[fix.key]
       text = _reindent(fix_lines[fix.start:fix.end], _indent(lines[start]))
       edits.append((start, end, text))
-    elif previous is not None and previous in spans:
-      after = spans[previous][1]
-      indent = _indent(lines[spans[previous][0]])
+    elif previous is not None and previous in declared:
+      after = declared[previous][1]
+      indent = _indent(lines[declared[previous][0]])
       text = _reindent(fix_lines[fix.comment_start:fix.end], indent)
       edits.append((after, after, text))
     else:

@@ -18,14 +18,17 @@ takes it back out.
 A JAX tree is a folder holding ``jax/``: a source checkout (with ``tests/``)
 or the folder an installed ``jax`` package lies in. Vendoring copies our
 ``_src`` modules into ``jax/_src/`` with their imports rewritten, applies our
-declarations to JAX's own files (``source_patch``), and adds our conformance
-test to ``tests/`` of a checkout. What it replaced is kept under
-``.jax_patch_vendor/`` in the tree, so ``revert`` can restore it byte for byte.
+declarations to JAX's own files (``source_patch``), and in a checkout adds
+our conformance test to ``tests/`` and corrects the assertions of JAX's own
+DLPack test that contradict the standard (``jax_test_corrections``). What it
+replaced is kept under ``.jax_patch_vendor/`` in the tree, so ``revert`` can
+restore it byte for byte.
 
 Only files as upstream JAX has them are replaced. In a git checkout (any
 commit, JAX's main branch included) those are the files git reports
 unmodified against ``HEAD``; elsewhere, those whose sha256 is a known
-release's (``vendor_pristine.json``).
+release's (``vendor_pristine.json``), except JAX's DLPack test, whose
+corrected declarations must each be as a known JAX has it.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import shutil
 import subprocess
 
 from jax_patch._src import dlpack_compat
+from jax_patch._src import jax_test_corrections
 from jax_patch._src import source_patch
 
 _SRC = pathlib.Path(__file__).absolute().parent
@@ -112,8 +116,18 @@ def _is_checkout(root: pathlib.Path) -> bool:
       (root / name).is_file() for name in ("setup.py", "pyproject.toml"))
 
 
-def plan(root: pathlib.Path) -> list[FileChange]:
-  """Returns what vendoring into ``root`` would write, file by file."""
+def plan(root: pathlib.Path,
+         skipped: list[str] | None = None) -> list[FileChange]:
+  """Returns what vendoring into ``root`` would write, file by file.
+
+  Args:
+    skipped: where given, a JAX test declaration too unfamiliar to correct
+      is left as it is, and why is appended here; otherwise it raises.
+
+  Raises:
+    VendorError: ``root`` lacks a file to correct, or (``skipped`` not
+      given) its DLPack test has a declaration jax-patch cannot correct.
+  """
   changes = []
   for ours, theirs in VENDORED_MODULES.items():
     path = f"jax/_src/{theirs}"
@@ -131,7 +145,26 @@ def plan(root: pathlib.Path) -> list[FileChange]:
       path = f"tests/{name}"
       after = (source_patch.PATCHES_ROOT / "tests" / name).read_bytes()
       changes.append(FileChange(path, _read(root / path), after))
+    changes.extend(_corrected_jax_tests(root, skipped))
   return [c for c in changes if c.before != c.after]
+
+
+def _corrected_jax_tests(root: pathlib.Path,
+                         skipped: list[str] | None) -> list[FileChange]:
+  """JAX's own DLPack test, its standard-contradicting assertions corrected."""
+  path = jax_test_corrections.TEST_FILE
+  before = _read(root / path)
+  if before is None:
+    return []
+  try:
+    after = jax_test_corrections.corrected(before.decode())
+  except jax_test_corrections.UnknownDeclarationError as err:
+    if skipped is None:
+      raise VendorError(f"{err} Pass --force to vendor without correcting "
+                        "it.") from err
+    skipped.append(f"{err} Left as it is (--force).")
+    return []
+  return [FileChange(path, before, after.encode())]
 
 
 def _sha256(data: bytes) -> str:
@@ -269,6 +302,7 @@ def check(root: pathlib.Path, changes: list[FileChange],
     rule = "git reports them modified against HEAD"
   elif version in PRISTINE:
     changed = [c.path for c in changes if c.before is not None
+               and c.path != jax_test_corrections.TEST_FILE
                and _sha256(c.before) != PRISTINE[version].get(c.path)]
     rule = f"they are not as JAX {version} ships them"
   else:  # Only with force: the refusal above said why nothing is known.
@@ -284,8 +318,9 @@ def check(root: pathlib.Path, changes: list[FileChange],
 
 def prepare(root: pathlib.Path, force: bool = False) -> Prepared:
   """Plans vendoring into ``root`` and checks it (see :func:`check`)."""
-  changes = plan(root)
-  return Prepared(changes, check(root, changes, force))
+  skipped: list[str] | None = [] if force else None
+  changes = plan(root, skipped)
+  return Prepared(changes, check(root, changes, force) + (skipped or []))
 
 
 def vendor(root: pathlib.Path, force: bool = False) -> Prepared:

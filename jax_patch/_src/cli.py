@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
+from typing import Any
 import warnings
 from collections.abc import Sequence
 
@@ -37,54 +40,126 @@ def _ensure_cpu_devices(count: int) -> None:
     os.environ["XLA_FLAGS"] = f"{flags} {_DEVICE_COUNT_FLAG}={count}".strip()
 
 
-def _shorten(text: str, width: int) -> str:
-  text = " ".join(text.split())
-  return text if len(text) <= width else text[:width - 3] + "..."
+_OUTCOMES = {True: "passed", False: "failed", None: "skipped"}
+_COLUMN = 9  # "upstream" and "patched", padded
 
 
-def check(width: int = 44) -> int:
+def _outcome(passed: bool | None) -> str:
+  return {True: "ok", False: "FAIL", None: "skipped"}[passed]
+
+
+def _upstream_passed(detail: str) -> bool | None:
+  if detail.startswith("skipped"):
+    return None
+  return not detail.startswith("FAIL")
+
+
+def _run_cases() -> list[dict[str, Any]]:
+  """Runs every case upstream, then patched; one record per case."""
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import jax_patch  # pylint: disable=g-import-not-at-top
+  from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
+  from jax_patch._src import install  # pylint: disable=g-import-not-at-top
+
+  if jax_patch.is_installed():
+    jax_patch.uninstall()
+  upstream = jnp.from_dlpack
+  records = []
+  for case in conformance.CASES:
+    before, _ = conformance.run_case(case, upstream)
+    with warnings.catch_warnings():
+      # The header says it; install()'s warning would split the table.
+      warnings.simplefilter("ignore", install.UntestedJaxWarning)
+      with jax_patch.patched():
+        after, passed = conformance.run_case(case, jax_patch.from_dlpack)
+    records.append({
+        "name": case.name, "behaviour": case.behaviour,
+        "upstream": {"outcome": _OUTCOMES[_upstream_passed(before)],
+                     "detail": before},
+        "patched": {"outcome": _OUTCOMES[passed], "detail": after}})
+  return records
+
+
+def _summary(records: list[dict[str, Any]], column: str) -> dict[str, int]:
+  counts = {outcome: 0 for outcome in _OUTCOMES.values()}
+  for record in records:
+    counts[record[column]["outcome"]] += 1
+  return counts
+
+
+def _summary_line(column: str, counts: dict[str, int]) -> str:
+  return (f"{column}: {counts['passed']} passed, {counts['failed']} failed, "
+          f"{counts['skipped']} skipped")
+
+
+def _print_table(records: list[dict[str, Any]], width: int) -> None:
+  """One row per case, its behaviour wrapped whole; then, in full, what
+  failed or was skipped in either column."""
+  header = f"{'upstream':<{_COLUMN}}{'patched':<{_COLUMN}}case"
+  print(header)
+  rule = "-" * width
+  print(rule)
+  indent = " " * (2 * _COLUMN)
+  for record in records:
+    cells = (f"{_outcome(_passed(record['upstream'])):<{_COLUMN}}"
+             f"{_outcome(_passed(record['patched'])):<{_COLUMN}}")
+    print(textwrap.fill(record["behaviour"], width, initial_indent=cells,
+                        subsequent_indent=indent))
+  print(rule)
+  notable = [r for r in records
+             if r["upstream"]["outcome"] != "passed"
+             or r["patched"]["outcome"] != "passed"]
+  if notable:
+    print("Failed or skipped, in full:")
+  for record in notable:
+    print()
+    print(textwrap.fill(f"{record['behaviour']} [{record['name']}]", width))
+    for column in ("upstream", "patched"):
+      print(textwrap.fill(record[column]["detail"], width,
+                          initial_indent=f"  {column}: ",
+                          subsequent_indent="    "))
+  print()
+
+
+def _passed(result: dict[str, str]) -> bool | None:
+  return {"passed": True, "failed": False, "skipped": None}[result["outcome"]]
+
+
+def check(as_json: bool = False) -> int:
   """Runs every conformance case against upstream JAX and the patch.
 
+  Prints a table, the full text of every failure and skip, and a summary
+  line per column; or, with ``as_json``, all of that as one JSON object.
   The header says so when the running JAX is newer than the tested range.
 
   Returns:
     0 when every case passes (or is skipped) for the patch, 1 otherwise.
   """
   _ensure_cpu_devices(4)
-  import jax
-  import jax.numpy as jnp
-  import jax_patch
-  from jax_patch._src import conformance
-  from jax_patch._src import install
+  import jax  # pylint: disable=g-import-not-at-top
+  from jax_patch._src import install  # pylint: disable=g-import-not-at-top
 
-  if jax_patch.is_installed():
-    jax_patch.uninstall()
-  upstream = jnp.from_dlpack
-  print(f"jax {jax.__version__}, {len(jax.devices('cpu'))} CPU devices; "
-        f"{len(conformance.CASES)} cases")
   untested = install.untested_jax_message()
-  if untested is not None:
-    print(f"UNTESTED: {untested}")
-  header = f"{'case':<{width}}  {'upstream jax':<{width}}  patched"
-  print(header)
-  print("-" * len(header))
-  counts = {True: 0, False: 0, None: 0}
-  for case in conformance.CASES:
-    before, _ = conformance.run_case(case, upstream)
-    with warnings.catch_warnings():
-      # The header said it; install()'s warning would split the table.
-      warnings.simplefilter("ignore", install.UntestedJaxWarning)
-      with jax_patch.patched():
-        after, passed = conformance.run_case(case, jax_patch.from_dlpack)
-    counts[passed] += 1
-    before_text = "ok" if not before.startswith(("FAIL", "skipped")) else before
-    after_text = "ok" if passed else after
-    print(f"{_shorten(case.behaviour, width):<{width}}  "
-          f"{_shorten(before_text, width):<{width}}  "
-          f"{_shorten(after_text, 2 * width)}")
-  print(f"patched: {counts[True]} passed, {counts[False]} failed, "
-        f"{counts[None]} skipped")
-  return 1 if counts[False] else 0
+  devices = len(jax.devices("cpu"))
+  if not as_json:
+    from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
+    print(f"jax {jax.__version__}, {devices} CPU devices; "
+          f"{len(conformance.CASES)} cases")
+    if untested is not None:
+      print(f"UNTESTED: {untested}")
+  records = _run_cases()
+  summary = {column: _summary(records, column)
+             for column in ("upstream", "patched")}
+  if as_json:
+    json.dump({"jax": jax.__version__, "cpu_devices": devices,
+               "untested": untested, "cases": records, "summary": summary},
+              sys.stdout, indent=2)
+    print()
+  else:
+    _print_table(records, max(60, shutil.get_terminal_size().columns - 1))
+    for column in ("upstream", "patched"):
+      print(_summary_line(column, summary[column]))
+  return 1 if summary["patched"]["failed"] else 0
 
 
 def _installed_jax_root() -> pathlib.Path:
@@ -162,9 +237,12 @@ def main(argv: Sequence[str] | None = None) -> int:
       prog="jax-patch",
       description="Array API standard DLPack for JAX.")
   commands = parser.add_subparsers(dest="command", required=True)
-  commands.add_parser(
+  check_parser = commands.add_parser(
       "check", help="run the conformance cases against upstream JAX and the "
       "patch, side by side")
+  check_parser.add_argument(
+      "--json", action="store_true",
+      help="print the results as one JSON object, for CI")
   vendor_parser = commands.add_parser(
       "vendor", help="write the patch set into a JAX tree; with no --into, "
       "into a scratch copy of the installed JAX, then run the cases there")
@@ -186,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
       "with local changes")
   args = parser.parse_args(argv)
   if args.command == "check":
-    return check()
+    return check(as_json=args.json)
   if args.command == "vendor":
     return _vendor_command(args)
   return _diff_command(args)

@@ -391,7 +391,7 @@ def _why_host_copy(info: dlpack_capsule.TensorInfo,
   return _why_jaxlib_cannot_read(info)
 
 
-def _narrowing(dtype: np.dtype[Any], canonical: np.dtype[Any]) -> str:
+def _narrowing(dtype: Any, canonical: Any) -> str:
   return (f"its dtype {dtype} becomes {canonical} with jax_enable_x64 off "
           "(enable it to share 64-bit data)")
 

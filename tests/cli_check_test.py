@@ -1,0 +1,101 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Tests for what ``jax-patch check`` prints, for people and for CI."""
+
+import contextlib
+import io
+import json
+import os
+from typing import Any
+from unittest import mock
+
+from absl.testing import absltest
+
+from jax_patch._src import cli
+from jax_patch._src import conformance
+
+_LONG_REASON = ("the result aliases the source although every one of the "
+                "conditions that the standard sets for a copy holds, " * 3)
+
+
+def _fails_at_length(from_dlpack: Any) -> str:
+  del from_dlpack
+  raise AssertionError(_LONG_REASON)
+
+
+# A case whose name and failure are both far wider than a terminal.
+_FAILING_CASE = conformance.Case(
+    "fails_at_length",
+    "a case with a behaviour long enough that no column of any table could "
+    "hold it without cutting it, which the check must still print whole",
+    _fails_at_length)
+
+
+def _run_check(*argv: str, cases: list[conformance.Case]) -> tuple[int, str]:
+  output = io.StringIO()
+  with mock.patch.object(conformance, "CASES", cases), \
+      mock.patch.dict(os.environ, {"COLUMNS": "72"}), \
+      contextlib.redirect_stdout(output):
+    code = cli.main(["check", *argv])
+  return code, output.getvalue()
+
+
+def _words(text: str) -> str:
+  return " ".join(text.split())
+
+
+class CheckOutputTest(absltest.TestCase):
+
+  def test_every_behaviour_is_printed_whole(self) -> None:
+    cases = conformance.CASES[:6] + [_FAILING_CASE]
+    _, output = _run_check(cases=cases)
+    for case in cases:
+      self.assertIn(_words(case.behaviour), _words(output))
+    self.assertNotIn("...", output)
+
+  def test_lines_fit_the_terminal(self) -> None:
+    _, output = _run_check(cases=conformance.CASES[:6] + [_FAILING_CASE])
+    self.assertLessEqual(max(map(len, output.splitlines())), 72)
+
+  def test_a_failure_is_printed_in_full_and_fails_the_check(self) -> None:
+    code, output = _run_check(cases=[_FAILING_CASE])
+    self.assertEqual(code, 1)
+    self.assertIn(_words(_LONG_REASON), _words(output))
+    self.assertIn("[fails_at_length]", output)
+
+  def test_summary_line_per_column(self) -> None:
+    _, output = _run_check(cases=conformance.CASES[:3] + [_FAILING_CASE])
+    self.assertRegex(output, r"\nupstream: \d+ passed, \d+ failed, \d+ "
+                     r"skipped\n")
+    self.assertTrue(output.rstrip().endswith(
+        "patched: 3 passed, 1 failed, 0 skipped"), output[-200:])
+
+  def test_json_has_every_case_and_a_summary_per_column(self) -> None:
+    cases = conformance.CASES[:3] + [_FAILING_CASE]
+    code, output = _run_check("--json", cases=cases)
+    self.assertEqual(code, 1)
+    report = json.loads(output)
+    self.assertEqual([c["name"] for c in report["cases"]],
+                     [c.name for c in cases])
+    failing = report["cases"][-1]
+    self.assertEqual(failing["patched"]["outcome"], "failed")
+    self.assertIn(_LONG_REASON.strip(), failing["patched"]["detail"])
+    self.assertEqual(report["summary"]["patched"],
+                     {"passed": 3, "failed": 1, "skipped": 0})
+    self.assertEqual(set(report["summary"]), {"upstream", "patched"})
+
+
+if __name__ == "__main__":
+  absltest.main()

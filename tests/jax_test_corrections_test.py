@@ -1,0 +1,128 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Tests for correcting JAX's own DLPack test when vendoring into a checkout.
+
+JAX's test file is not part of this project. The tests that read it run
+where ``JAX_GIT_DIR`` names a JAX git repository (a clone or a mirror);
+``tools/jax_own_tests.py --vendored`` runs the corrected file itself.
+"""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import jax
+
+from jax_patch._src import jax_test_corrections
+from jax_patch._src import source_patch
+from jax_patch._src import vendor
+
+_TEST_FILE = jax_test_corrections.TEST_FILE
+_JAX_GIT_DIR = os.environ.get("JAX_GIT_DIR")
+
+# A test file whose testNumpyToJax no JAX release has.
+_UNFAMILIAR = """\
+class DLPackTest:
+
+  def testNumpyToJax(self, shape, dtype, copy):
+    self.assertTrue(copy or not copy)
+
+  def testJaxToNumpy(self):
+    pass
+"""
+
+_WITHOUT_DECLARATIONS = """\
+class DLPackTest:
+
+  def testJaxToNumpy(self):
+    pass
+"""
+
+
+class VendorCorrectsJaxTestsTest(absltest.TestCase):
+
+  def setUp(self) -> None:
+    super().setUp()
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="jax-patch-test-"))
+    self.addCleanup(shutil.rmtree, scratch, ignore_errors=True)
+    self.root = scratch / "checkout"
+    shutil.copytree(pathlib.Path(jax.__file__).parent, self.root / "jax",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (self.root / "tests").mkdir()
+    (self.root / "pyproject.toml").write_text("[project]\nname = 'jax'\n")
+
+  def _write_jax_test(self, text: str) -> pathlib.Path:
+    path = self.root / _TEST_FILE
+    path.write_text(text)
+    return path
+
+  def test_unfamiliar_declaration_is_refused_by_name(self) -> None:
+    self._write_jax_test(_UNFAMILIAR)
+    with self.assertRaisesRegex(
+        vendor.VendorError,
+        r"DLPackTest\.testNumpyToJax \(sha256 [0-9a-f]{12}\) is not as any "
+        r"JAX .*--force"):
+      vendor.vendor(self.root)
+    self.assertFalse((self.root / vendor.BACKUP_DIR).exists())
+
+  def test_force_leaves_an_unfamiliar_declaration_as_it_is(self) -> None:
+    path = self._write_jax_test(_UNFAMILIAR)
+    prepared = vendor.vendor(self.root, force=True)
+    self.assertEqual(path.read_text(), _UNFAMILIAR)
+    self.assertTrue(any("DLPackTest.testNumpyToJax" in note
+                        for note in prepared.notes), prepared.notes)
+    self.assertIn("jax/_src/dlpack.py", [c.path for c in prepared.changes])
+
+  def test_file_without_the_declarations_is_left_alone(self) -> None:
+    path = self._write_jax_test(_WITHOUT_DECLARATIONS)
+    changes = vendor.vendor(self.root).changes
+    self.assertNotIn(_TEST_FILE, [c.path for c in changes])
+    self.assertEqual(path.read_text(), _WITHOUT_DECLARATIONS)
+
+
+def _jax_test_at(ref: str) -> str:
+  assert _JAX_GIT_DIR is not None
+  return subprocess.run(
+      ["git", f"--git-dir={_JAX_GIT_DIR}", "show", f"{ref}:{_TEST_FILE}"],
+      check=True, capture_output=True, text=True).stdout
+
+
+@absltest.skipUnless(_JAX_GIT_DIR, "reads JAX's own test file: set "
+                     "JAX_GIT_DIR to a JAX git repository")
+class RealJaxTestFileTest(parameterized.TestCase):
+
+  @parameterized.parameters("jax-v0.4.35", "jax-v0.7.2", "jax-v0.8.0",
+                            "jax-v0.8.1", "jax-v0.10.2", "jax-v0.11.0")
+  def test_only_the_corrected_declarations_change_once(self, ref: str) -> None:
+    original = _jax_test_at(ref)
+    corrected = jax_test_corrections.corrected(original)
+    self.assertEqual(jax_test_corrections.corrected(corrected), corrected)
+    before, after = (source_patch.spans(original),
+                     source_patch.spans(corrected))
+    self.assertEqual(set(before), set(after))
+    lines, fixed_lines = original.splitlines(), corrected.splitlines()
+    changed = {key for key in before
+               if lines[slice(*before[key])] != fixed_lines[slice(*after[key])]}
+    targets = {c.declaration for c in jax_test_corrections.CORRECTIONS}
+    self.assertEqual(changed, targets & set(before))
+    self.assertIn(("DLPackTest", "testNumpyToJax"), changed)
+
+
+if __name__ == "__main__":
+  absltest.main()

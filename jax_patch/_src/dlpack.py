@@ -647,7 +647,8 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
   if requested is not None and requested[0] < 1:
     if copy is False:
       raise _copy_required(
-          "a DLPack 0.x capsule cannot mark JAX's immutable buffer read-only",
+          "a DLPack 0.x capsule cannot mark JAX's immutable buffer read-only "
+          "(ask with max_version=(1, 0) or later to share it)",
           f"max_version={requested}", "to_dlpack")
     copy = True
   if src_device is None:

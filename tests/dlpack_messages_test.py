@@ -133,7 +133,7 @@ class UpstreamMessageTest(parameterized.TestCase):
   def _raised(self, situation: Callable[[], Any], who: str) -> str:
     message = _message(situation)
     if message is None:
-      self.fail(f"{who} did not raise")
+      raise self.failureException(f"{who} did not raise")
     return message
 
   def _raised_patched(self, situation: Callable[[], Any]) -> str:

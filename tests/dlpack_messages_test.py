@@ -26,7 +26,6 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=4")
 
 import dataclasses  # pylint: disable=g-import-not-at-top
-import re
 from typing import Any, Callable
 import warnings
 
@@ -38,6 +37,7 @@ import numpy as np
 
 import jax_patch
 from jax_patch._src import conformance
+from jax_patch._src import vendor
 
 
 class _OnDeviceType99:
@@ -118,12 +118,6 @@ def _message(situation: Callable[[], Any]) -> str | None:
   return None
 
 
-def _jax_release() -> tuple[int, ...]:
-  match = re.match(r"\d+(\.\d+)*", jax.__version__)
-  assert match is not None, jax.__version__
-  return tuple(int(part) for part in match.group().split("."))
-
-
 class UpstreamMessageTest(parameterized.TestCase):
 
   def setUp(self) -> None:
@@ -146,7 +140,7 @@ class UpstreamMessageTest(parameterized.TestCase):
 
   @parameterized.named_parameters(*FAMILIES.items())
   def test_pattern_is_upstreams_own(self, family: Family) -> None:
-    if _jax_release() < family.upstream_since:
+    if vendor.release(jax.__version__) < family.upstream_since:
       self.skipTest(f"upstream JAX {jax.__version__} does not raise this "
                     f"yet (from {family.upstream_since})")
     self.assertRegex(self._raised(family.situation, "upstream"),

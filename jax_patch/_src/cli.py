@@ -41,17 +41,8 @@ def _ensure_cpu_devices(count: int) -> None:
 
 
 _OUTCOMES = {True: "passed", False: "failed", None: "skipped"}
+_SHOWN = {"passed": "ok", "failed": "FAIL", "skipped": "skipped"}
 _COLUMN = 9  # "upstream" and "patched", padded
-
-
-def _outcome(passed: bool | None) -> str:
-  return {True: "ok", False: "FAIL", None: "skipped"}[passed]
-
-
-def _upstream_passed(detail: str) -> bool | None:
-  if detail.startswith("skipped"):
-    return None
-  return not detail.startswith("FAIL")
 
 
 def _run_cases() -> list[dict[str, Any]]:
@@ -66,7 +57,7 @@ def _run_cases() -> list[dict[str, Any]]:
   upstream = jnp.from_dlpack
   records = []
   for case in conformance.CASES:
-    before, _ = conformance.run_case(case, upstream)
+    before, upstream_passed = conformance.run_case(case, upstream)
     with warnings.catch_warnings():
       # The header says it; install()'s warning would split the table.
       warnings.simplefilter("ignore", install.UntestedJaxWarning)
@@ -74,7 +65,7 @@ def _run_cases() -> list[dict[str, Any]]:
         after, passed = conformance.run_case(case, jax_patch.from_dlpack)
     records.append({
         "name": case.name, "behaviour": case.behaviour,
-        "upstream": {"outcome": _OUTCOMES[_upstream_passed(before)],
+        "upstream": {"outcome": _OUTCOMES[upstream_passed],
                      "detail": before},
         "patched": {"outcome": _OUTCOMES[passed], "detail": after}})
   return records
@@ -101,8 +92,8 @@ def _print_table(records: list[dict[str, Any]], width: int) -> None:
   print(rule)
   indent = " " * (2 * _COLUMN)
   for record in records:
-    cells = (f"{_outcome(_passed(record['upstream'])):<{_COLUMN}}"
-             f"{_outcome(_passed(record['patched'])):<{_COLUMN}}")
+    cells = "".join(f"{_SHOWN[record[column]['outcome']]:<{_COLUMN}}"
+                    for column in ("upstream", "patched"))
     print(textwrap.fill(record["behaviour"], width, initial_indent=cells,
                         subsequent_indent=indent))
   print(rule)
@@ -119,10 +110,6 @@ def _print_table(records: list[dict[str, Any]], width: int) -> None:
                           initial_indent=f"  {column}: ",
                           subsequent_indent="    "))
   print()
-
-
-def _passed(result: dict[str, str]) -> bool | None:
-  return {"passed": True, "failed": False, "skipped": None}[result["outcome"]]
 
 
 def check(as_json: bool = False) -> int:

@@ -48,8 +48,8 @@ UnsupportedDeviceError = dlpack_errors.UnsupportedDeviceError
 __all__ = [
     "CopyRequiredError", "DLDeviceType", "DLPACK_VERSION",
     "InvalidDeviceError", "MIN_DLPACK_VERSION", "MissingDLPackMethodsError",
-    "SUPPORTED_DTYPES", "SUPPORTED_DTYPES_SET", "TransformationError", "UnsupportedDeviceError",
-    "from_dlpack", "is_supported_dtype", "to_dlpack",
+    "SUPPORTED_DTYPES", "SUPPORTED_DTYPES_SET", "TransformationError",
+    "UnsupportedDeviceError", "from_dlpack", "is_supported_dtype", "to_dlpack",
 ]
 
 # The newest DLPack version to_dlpack exports; from_dlpack reads up to it.
@@ -712,7 +712,7 @@ def _export_placement(x: Any, src_device: Any,
   if target is None or target == src_device:
     return (_array_copy(x), src_device, True) if copy else (x, src_device, False)
   if copy is False:
-    raise _move_required(target, src_device, "__dlpack__")
+    raise _move_required(target, src_device, "to_dlpack")
   return dlpack_device.place(x, target), target, True
 
 

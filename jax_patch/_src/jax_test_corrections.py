@@ -40,8 +40,6 @@ class UnknownDeclarationError(Exception):
 @dataclasses.dataclass(frozen=True)
 class Correction:
   declaration: tuple[str, str]  # (class, method)
-  # The standard's clause the original assertion contradicts.
-  clause: str
   # sha256 of the declaration, as JAX has it -> (old, new) text edits in it.
   edits: dict[str, tuple[tuple[str, str], ...]]
 
@@ -94,10 +92,10 @@ _TRANSPOSED_IMPORTS = (
     "    self.assertAllClose(b, jax.dlpack.from_dlpack(b))\n")
 
 CORRECTIONS = (
+    # The standard, from_dlpack, copy: "If False, the function must never
+    # copy, and raise BufferError in case a copy is deemed necessary".
     Correction(
         ("DLPackTest", "testNumpyToJax"),
-        "from_dlpack, copy: 'If False, the function must never copy, and "
-        "raise BufferError in case a copy is deemed necessary'",
         {
             # 0.4.35 to 0.7.1
             "77d7fa2f4804b1526680256543217363da44868f4bf323b5c67b87809a7ba88f":
@@ -112,12 +110,12 @@ CORRECTIONS = (
             "d25307c1773e3aab2c8c9a308b0cfaf0919291201621b18d929601e83436bed0":
                 (_COPY_FALSE_WITH_ALIGNED,),
         }),
+    # The standard, from_dlpack: "Raises AttributeError if the __dlpack__
+    # and __dlpack_device__ methods are not present"; copy: "If None, the
+    # function must reuse existing memory buffer if possible and copy
+    # otherwise".
     Correction(
         ("DLPackTest", "testNondefaultLayout"),
-        "from_dlpack, x: an array with __dlpack__ ('Raises AttributeError if "
-        "the __dlpack__ and __dlpack_device__ methods are not present'); "
-        "copy: 'If None, the function must reuse existing memory buffer if "
-        "possible and copy otherwise'",
         {
             # 0.4.35 to 0.7.1: a raw capsule of x.T must raise RuntimeError.
             "4e67ef0bbb83e76aed90d1d25d2cd68983b79b244a7ac6d884d33ae6ee70d3b6":

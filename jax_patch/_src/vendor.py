@@ -171,7 +171,7 @@ def _sha256(data: bytes) -> str:
   return hashlib.sha256(data).hexdigest()
 
 
-def _release(version: str) -> tuple[int, ...]:
+def release(version: str) -> tuple[int, ...]:
   """``"0.12.0.1"`` -> ``(0, 12, 0, 1)``; a ``.dev`` or ``rc`` tail is dropped."""
   match = re.match(r"\d+(\.\d+)*", version)
   if match is None:
@@ -234,7 +234,7 @@ def _git_unmodified(root: pathlib.Path,
 
 def is_newer_than_tested(version: str) -> bool:
   """Whether JAX ``version`` is past the newest release the patch was run on."""
-  return _release(version) > _release(dlpack_compat.NEWEST_TESTED_JAX)
+  return release(version) > release(dlpack_compat.NEWEST_TESTED_JAX)
 
 
 def _version_refusal(root: pathlib.Path, version: str,
@@ -244,7 +244,7 @@ def _version_refusal(root: pathlib.Path, version: str,
   A release outside the tested range is refused. So is one inside it that the
   pristine table lacks, unless git vouches for the files.
   """
-  if _release(version) < _release(dlpack_compat.OLDEST_TESTED_JAX):
+  if release(version) < release(dlpack_compat.OLDEST_TESTED_JAX):
     return (f"JAX {version} at {root} is older than the tested range "
             f"({dlpack_compat.TESTED_RANGE}); the patch does not run there.")
   if is_newer_than_tested(version):

@@ -148,6 +148,18 @@ class PeerProducerTest(absltest.TestCase):
     self.assertEqual(producer.names, [dlpack_capsule.VERSIONED_NAME])
 
 
+def _gather(producer: producers.CraftedProducer,
+            canonical: np.dtype[Any] | None = None) -> Any:
+  """Takes the producer's capsule as an import would, and gathers it."""
+  capsule, info = dlpack_capsule.take(
+      producer.__dlpack__(),
+      versioned_ok=dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES,
+      null_deleter_ok=False)
+  return dlpack.gather_on_device(capsule, info, jax.devices("cpu")[0], None,
+                                 1, info.dtype if canonical is None
+                                 else canonical)
+
+
 class GatherOnDeviceTest(parameterized.TestCase):
   """The on-device copy of layouts jaxlib cannot alias, shown on the CPU.
 
@@ -169,8 +181,7 @@ class GatherOnDeviceTest(parameterized.TestCase):
     source = view(base)
     expected = np.array(source)
     producer = producers.CraftedProducer(source)
-    result = dlpack.gather_on_device(producer.__dlpack__(),
-                                     jax.devices("cpu")[0], None, 1, None)
+    result = _gather(producer)
     base[...] = -1
     np.testing.assert_array_equal(np.asarray(result), expected)
     self.assertEqual(result.dtype, source.dtype)
@@ -180,9 +191,7 @@ class GatherOnDeviceTest(parameterized.TestCase):
   def test_casts_to_the_canonical_dtype(self) -> None:
     base = conformance.aligned_array((16,), np.float64)
     producer = producers.CraftedProducer(base[::2])  # Owns the tensor.
-    result = dlpack.gather_on_device(producer.__dlpack__(),
-                                     jax.devices("cpu")[0], None, 1,
-                                     np.dtype(np.float32))
+    result = _gather(producer, np.dtype(np.float32))
     self.assertEqual(result.dtype, np.float32)
     np.testing.assert_array_equal(np.asarray(result), np.arange(0, 16, 2))
 
@@ -193,8 +202,7 @@ class GatherOnDeviceTest(parameterized.TestCase):
     source = conformance.aligned_array((8, 8))[::-1, ::-2]
     expected = np.array(source)
     producer = producers.CraftedProducer(source)
-    gather = lambda: dlpack.gather_on_device(
-        producer.__dlpack__(), jax.devices("cpu")[0], None, 1, None)
+    gather = lambda: _gather(producer)
     if dlpack_compat.JAXLIB_COPIES_UNALIGNED:
       with self.assertRaisesRegex(BufferError, "jaxlib cannot import"):
         gather()

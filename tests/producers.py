@@ -51,7 +51,8 @@ class CraftedProducer:
   """A DLPack 1.x producer (0.x with ``versioned=False``).
 
   Keyword overrides replace fields of the tensor it describes: ``ndim``,
-  ``shape``, ``data`` (an address), ``dtype`` (``(code, bits)``),
+  ``shape``, ``strides`` (in elements), ``data`` (an address),
+  ``byte_offset``, ``dtype`` (``(code, bits)`` or ``(code, bits, lanes)``),
   ``device_type``, ``deleter`` (the address of a C function to call instead
   of counting the delete).
   """
@@ -66,8 +67,9 @@ class CraftedProducer:
     self._destructor = dlpack_capsule._Deleter(self._on_capsule_death)
     shape = overrides.get("shape", array.shape)
     self._shape = (ctypes.c_int64 * max(len(shape), 1))(*shape)
-    self._strides = (ctypes.c_int64 * max(array.ndim, 1))(
-        *(s // array.itemsize for s in array.strides))
+    strides = overrides.get(
+        "strides", [s // array.itemsize for s in array.strides])
+    self._strides = (ctypes.c_int64 * max(len(strides), 1))(*strides)
     if versioned:
       managed: Any = dlpack_capsule._DLManagedTensorVersioned()
       managed.version.major, managed.version.minor = major, 0
@@ -82,9 +84,11 @@ class CraftedProducer:
     tensor.data = overrides.get("data", array.ctypes.data)
     tensor.device.device_type = overrides.get("device_type", 1)
     tensor.ndim = overrides.get("ndim", array.ndim)
-    code, bits = overrides.get("dtype",
-                               dlpack_capsule._DL_DTYPES[array.dtype])
-    tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes = code, bits, 1
+    code, bits, *lanes = overrides.get(
+        "dtype", dlpack_capsule._DL_DTYPES[array.dtype])
+    tensor.dtype.code, tensor.dtype.bits = code, bits
+    tensor.dtype.lanes = lanes[0] if lanes else 1
+    tensor.byte_offset = overrides.get("byte_offset", 0)
     tensor.shape = ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64))
     tensor.strides = ctypes.cast(self._strides,
                                  ctypes.POINTER(ctypes.c_int64))

@@ -81,22 +81,47 @@ class HostileProducerTest(parameterized.TestCase):
       dlpack.from_dlpack(conformance.PreparedCapsule(capsule))
 
   @parameterized.named_parameters(
-      ("negative_ndim", dict(ndim=-1), "ndim"),
-      ("absurd_ndim", dict(ndim=1000), "ndim"),
-      ("negative_dimension", dict(shape=(-4,)), "negative dimension"),
-      ("null_data", dict(data=0), "null data"),
-      ("unknown_dtype_code", dict(dtype=(99, 32)), "not supported"),
-      ("unknown_dtype_bits", dict(dtype=(2, 7)), "not supported"),
+      ("negative_ndim", dict(ndim=-1), r"ndim is -1"),
+      ("absurd_ndim", dict(ndim=1000), r"ndim is 1000"),
+      ("negative_dimension", dict(shape=(-4,)), r"shape is \(-4,\)"),
+      ("null_data", dict(data=0), r"data is NULL"),
+      ("unknown_dtype_code", dict(dtype=(99, 32)),
+       r"dtype is \(code=99, bits=32, lanes=1\)"),
+      ("unknown_dtype_bits", dict(dtype=(2, 7)), r"dtype is \(code=2, bits=7,"),
+      ("vector_lanes", dict(dtype=(2, 32, 2)), r"dtype is .*lanes=2\)"),
+      ("shape_beyond_int64", dict(ndim=2, shape=(2**62, 4), strides=(4, 1)),
+       r"shape is \(4611686018427387904, 4\)"),
+      ("zero_size_shape_beyond_int64",
+       dict(ndim=2, shape=(2**62, 0), strides=(0, 1)),
+       r"shape is \(4611686018427387904, 0\)"),
+      ("stride_beyond_int64",
+       dict(ndim=2, shape=(2, 2), strides=(2**63 - 1, 1)),
+       r"strides is \(9223372036854775807, 1\)"),
+      ("byte_offset_beyond_int64", dict(byte_offset=2**64 - 64),
+       r"byte_offset is 18446744073709551552: beyond a signed 64-bit"),
+      ("byte_offset_wrapping", dict(data=2**64 - 128, byte_offset=256),
+       r"byte_offset is 256: data \+ byte_offset wraps"),
+      ("span_past_the_address_space", dict(data=2**64 - 64, shape=(32,)),
+       r"strides is \(1,\): .*beyond a signed 64-bit size or the address"),
+      ("span_below_address_zero", dict(data=64, strides=(-1000,)),
+       r"strides is \(-1000,\): .*beyond a signed 64-bit size or the "
+       "address"),
   )
-  def test_inconsistent_tensor_raises_and_releases_once(
+  def test_invalid_field_raises_naming_it_and_releases_once(
       self, overrides: dict[str, Any], message: str) -> None:
+    # Each is refused before anything reads the tensor's memory (none of
+    # these fields describes memory the test owns), whatever copy asks.
     for versioned in (True, False):
-      producer = producers.CraftedProducer(
-          conformance.aligned_array((4,)), versioned=versioned, **overrides)
-      with self.assertRaisesRegex(BufferError, message):
-        dlpack.from_dlpack(producer)
-      gc.collect()
-      self.assertEqual(producer.deletes, 1, f"versioned={versioned}")
+      for copy in (None, True, False):
+        producer = producers.CraftedProducer(
+            conformance.aligned_array((4,)), versioned=versioned,
+            **overrides)
+        with self.subTest(versioned=versioned, copy=copy):
+          with self.assertRaisesRegex(
+              BufferError, "^from_dlpack: the DLPack tensor's " + message):
+            dlpack.from_dlpack(producer, copy=copy)
+          gc.collect()
+          self.assertEqual(producer.deletes, 1)
 
   @parameterized.named_parameters(
       ("string", "cpu"), ("one_number", 1), ("none", None),

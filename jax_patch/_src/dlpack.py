@@ -287,64 +287,44 @@ def _import(capsule: Any, source: Any, dl_device_type: int,
   Args:
     independent: the result must not share memory with the producer.
   """
-  capsule, flags, address, device_type, dl_dtype = _read_capsule(capsule)
-  if flags & dlpack_capsule.FLAG_IS_COPIED:
+  # From here `capsule` owns the producer's memory, which a copy reads: it
+  # stays alive until this function returns.
+  capsule, info = dlpack_capsule.take(
+      capsule,
+      versioned_ok=dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES,
+      null_deleter_ok=not dlpack_compat.JAXLIB_ABORTS_ON_NULL_DELETERS)
+  if info.is_copied:
     if copy is False:
       raise _copy_required(
           "the producer could not share the data: it copied it (its capsule "
           "has IS_COPIED set)")
     independent = False  # The producer's copy is already independent.
-  if device_type != dl_device_type:
+  if info.device[0] != dl_device_type:
     raise BufferError(
-        f"from_dlpack: the capsule is on DLDeviceType {device_type} but "
+        f"from_dlpack: the capsule is on DLDeviceType {info.device[0]} but "
         f"__dlpack_device__ said {dl_device_type}.")
-  dtype = dlpack_capsule.numpy_dtype(dl_dtype)
-  canonical = None if dtype is None else _canonical_dtype(dtype)
+  canonical = _canonical_dtype(info.dtype)
   if dl_device_type != _KDL_CPU:
-    return _import_device(capsule, source, dl_device_type, stream, dl_dtype,
+    return _import_device(capsule, info, source, dl_device_type, stream,
                           canonical, copy, independent)
   refusal = None
-  aligned = not address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT
-  # jaxlib's refusal costs an exception: skip asking when it will refuse.
-  if (aligned and not independent and dtype is not None and canonical == dtype
-      and _jaxlib_refusal(capsule, dl_dtype) is None):
+  aligned = not info.address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT
+  readable = canonical == info.dtype and _why_jaxlib_cannot_read(info) is None
+  if aligned and not independent and readable:
     try:
-      result = dlpack_compat.import_capsule(capsule, source, None,
-                                                   _KDL_CPU)
+      result = dlpack_compat.import_capsule(capsule, source, None, _KDL_CPU)
     except dlpack_compat.RuntimeErrorType as err:
       refusal = f"jaxlib cannot alias it ({err})"  # The capsule is still ours.
     else:
-      if copy is False and result.unsafe_buffer_pointer() != address:
+      if copy is False and result.unsafe_buffer_pointer() != info.address:
         raise _copy_required("jaxlib copied the data it was given")
       return result
-  # `capsule` owns the producer's memory, which a copy reads: it stays alive
-  # until this function returns.
-  info = dlpack_capsule.inspect(capsule)
-  if (not aligned and copy is not False and dtype is not None
-      and canonical == dtype and dlpack_compat.JAXLIB_COPIES_UNALIGNED
-      and _jaxlib_refusal(capsule, dl_dtype) is None):
+  if (not aligned and copy is not False and readable
+      and dlpack_compat.JAXLIB_COPIES_UNALIGNED):
     result = _import_small_unaligned(capsule, info, source)
     if result is not None:
       return result
   return _import_host_copy(info, source, copy, refusal)
-
-
-# jaxlib 0.12 on reads 1.x capsules: converting them would only cost time.
-_read_capsule = (dlpack_capsule.read_for_import
-                 if dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES
-                 else dlpack_capsule.to_legacy)
-
-
-def _jaxlib_refusal(capsule: Any,
-                    dl_dtype: tuple[int, int, int]) -> str | None:
-  """Says why this jaxlib cannot read the tensor as it is, if it cannot.
-
-  Alignment and x64 canonicalisation aside: see :func:`_why_jaxlib_cannot_read`.
-  """
-  if (dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT
-      and dlpack_compat.jaxlib_knows_type_code(dl_dtype[0])):
-    return None  # No gate applies: the strides need not be read.
-  return _why_jaxlib_cannot_read(dlpack_capsule.inspect(capsule))
 
 
 # Below this size jaxlib's own copy of unaligned data is the cheapest; above
@@ -358,8 +338,7 @@ def _import_small_unaligned(capsule: Any, info: dlpack_capsule.TensorInfo,
 
   ``info`` is what ``capsule`` describes.
   """
-  if (info.dtype is None
-      or info.size * info.dtype.itemsize > _JAXLIB_COPY_MAX_BYTES
+  if (info.size * info.dtype.itemsize > _JAXLIB_COPY_MAX_BYTES
       or not _is_compact(info.shape, info.strides)):
     return None
   try:
@@ -455,10 +434,6 @@ def _import_host_copy(info: dlpack_capsule.TensorInfo, source: Any,
   Args:
     refusal: why jaxlib refused to alias the tensor, if it was asked.
   """
-  if info.dtype is None:
-    raise BufferError(
-        f"from_dlpack: DLPack dtype (code, bits, lanes) = {info.dl_dtype} is "
-        "not supported.")
   canonical = _canonical_dtype(info.dtype)
   # Zero-size data needs no copy, but unaligned it is refused as upstream
   # refuses it: code relies on that.
@@ -494,16 +469,15 @@ def _aligned_empty(shape: tuple[int, ...],
   return np.ndarray(shape, dtype, buffer=raw, offset=start)
 
 
-def _import_device(capsule: Any, source: Any, dl_device_type: int,
-                   stream: int | None, dl_dtype: tuple[int, int, int],
-                   canonical: np.dtype[Any] | None, copy: bool | None,
+def _import_device(capsule: Any, info: dlpack_capsule.TensorInfo,
+                   source: Any, dl_device_type: int, stream: int | None,
+                   canonical: np.dtype[Any], copy: bool | None,
                    independent: bool) -> Any:
   """Imports an accelerator tensor; copies, when needed, on the device."""
-  dtype = dlpack_capsule.numpy_dtype(dl_dtype)
-  if copy is False and canonical != dtype:
-    raise _copy_required(_narrowing(dtype, canonical))
+  if copy is False and canonical != info.dtype:
+    raise _copy_required(_narrowing(info.dtype, canonical))
   # Asking jaxlib despite a refusal could import the data permuted.
-  reason = _jaxlib_refusal(capsule, dl_dtype)
+  reason = _why_jaxlib_cannot_read(info)
   if reason is None:
     try:
       result = dlpack_compat.import_capsule(capsule, source, stream,
@@ -513,16 +487,16 @@ def _import_device(capsule: Any, source: Any, dl_device_type: int,
   if reason is not None:
     if copy is False:
       raise _copy_required(reason)
-    return gather_on_device(capsule, source, stream, dl_device_type,
+    return gather_on_device(capsule, info, source, stream, dl_device_type,
                             canonical)
-  if canonical is not None and canonical != result.dtype:
+  if canonical != result.dtype:
     return _finished(result.astype(canonical))
   return _finished(_array_copy(result)) if independent else result
 
 
-def gather_on_device(capsule: Any, source: Any, stream: int | None,
-                     dl_device_type: int,
-                     canonical: np.dtype[Any] | None) -> Array:
+def gather_on_device(capsule: Any, info: dlpack_capsule.TensorInfo,
+                     source: Any, stream: int | None, dl_device_type: int,
+                     canonical: np.dtype[Any]) -> Array:
   """Copies a tensor jaxlib cannot alias as laid out, on its own device.
 
   Strided (``x[::2]``), reversed, broadcast or, where jaxlib mishandles
@@ -531,23 +505,20 @@ def gather_on_device(capsule: Any, source: Any, stream: int | None,
   from it into a fresh row-major array. The producer's memory is read only
   by the gather, which has finished when this returns, and is released then.
 
+  Args:
+    capsule: an unconsumed capsule of the tensor ``info`` describes.
+
   Raises:
-    BufferError: the dtype has no NumPy equivalent, the span is too long to
-      index with ``jax_enable_x64`` off, or jaxlib cannot import the span.
+    BufferError: the span is too long to index with ``jax_enable_x64`` off,
+      or jaxlib cannot import the span.
   """
-  info = dlpack_capsule.inspect(capsule)
-  if info.dtype is None:
-    raise BufferError(
-        f"from_dlpack: DLPack dtype (code, bits, lanes) = {info.dl_dtype} is "
-        "not supported.")
   index_dtype = _canonical_dtype(np.dtype(np.int64))
-  if dlpack_capsule.element_span(info.shape, info.strides)[1] > np.iinfo(
-      index_dtype).max:
+  span_capsule, first, count = dlpack_capsule.as_span_capsule(capsule, info)
+  if count > np.iinfo(index_dtype).max:
     raise BufferError(
         f"from_dlpack: this strided {source.platform} tensor spans more "
         f"elements than {index_dtype} indexes; enable jax_enable_x64 or make "
         "it contiguous in the producer.")
-  span_capsule, first = dlpack_capsule.as_span_capsule(capsule, info)
   try:
     span = dlpack_compat.import_capsule(span_capsule, source, stream,
                                         dl_device_type)
@@ -555,7 +526,7 @@ def gather_on_device(capsule: Any, source: Any, stream: int | None,
     raise BufferError(
         f"from_dlpack: jaxlib cannot import this {source.platform} tensor "
         f"({err}).") from None
-  if canonical is not None and canonical != span.dtype:
+  if canonical != span.dtype:
     # Before the gather: JAX before 0.5 cannot index an array of a dtype
     # jax_enable_x64 rules out.
     span = span.astype(canonical)

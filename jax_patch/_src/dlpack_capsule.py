@@ -18,12 +18,15 @@ This is the only module that touches DLPack's C structures. It needs no
 compiled extension: the structures are declared with ``ctypes`` and capsules
 are handled through the CPython capsule API, reached through ``ctypes``.
 
-jaxlib before 0.12 consumes only DLPack 0.x capsules (named ``"dltensor"``).
-For those, a DLPack 1.x capsule (``"dltensor_versioned"``) is converted here
-into a 0.x one that points at the same data; the producer's deleter runs
-exactly once, when jaxlib (or the converted capsule, if never consumed)
-releases the tensor. jaxlib 0.12 on reads 1.x capsules itself: they are only
-read here, and handed over as they are.
+A producer's capsule is memory-safety input. :func:`take` claims it (renames
+it as used, under a lock) before reading a field, so that it is consumed
+exactly once whatever other threads do; it then checks every field's
+arithmetic before anything reads the tensor's memory, and hands jaxlib only
+capsules it can release: jaxlib before 0.12 reads only DLPack 0.x capsules
+(named ``"dltensor"``), and no jaxlib copes with a NULL deleter. The
+producer's deleter runs exactly once, when jaxlib (or the capsule made here,
+if never consumed) releases the tensor, or at once when the tensor is
+refused.
 """
 
 from __future__ import annotations
@@ -54,8 +57,13 @@ FLAG_IS_SUBBYTE_TYPE_PADDED = 1 << 2
 
 KDL_CPU = 1
 
-# Sanity bound on ndim: larger values are a corrupt tensor, not a real one.
+# The most dimensions a tensor may have: NumPy's limit, and more than any
+# producer makes. More is a corrupt tensor.
 _MAX_NDIM = 64
+# A tensor's bytes, and any offset into them, must fit in a signed 64-bit
+# integer (jaxlib and NumPy compute them so); addresses must not wrap.
+_INT64_MAX = (1 << 63) - 1
+_ADDRESS_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1
 
 # datetime exposes its C API as a capsule: a ready specimen of the type.
 _CAPSULE_TYPE = type(getattr(datetime, "datetime_CAPI"))
@@ -188,7 +196,7 @@ class TensorInfo:
     flags: the 1.x flags bit field; 0 for a 0.x capsule.
     address: the address of the first element (``data + byte_offset``).
     device: ``(device_type, device_id)``.
-    dtype: the NumPy dtype, or ``None`` if DLPack's type has no NumPy twin.
+    dtype: the NumPy dtype (a DLPack type without one is refused).
     dl_dtype: DLPack's ``(code, bits, lanes)``.
     shape: the shape.
     strides: strides in elements; compact row-major when the producer passed
@@ -199,7 +207,7 @@ class TensorInfo:
   flags: int
   address: int
   device: tuple[int, int]
-  dtype: np.dtype[Any] | None
+  dtype: np.dtype[Any]
   dl_dtype: tuple[int, int, int]
   shape: tuple[int, ...]
   strides: tuple[int, ...]
@@ -226,68 +234,217 @@ def capsule_name(capsule: Any) -> bytes | None:
   return name
 
 
-def _managed_tensor_address(capsule: Any) -> tuple[bool, int]:
-  """Returns ``(versioned, address)`` of the capsule's managed tensor."""
+def _names(capsule: Any) -> tuple[bool, ctypes.c_char_p, ctypes.c_char_p]:
+  """Returns ``(versioned, name, used_name)`` of an unconsumed capsule."""
   if not is_capsule(capsule):
     raise TypeError(
         f"__dlpack__ returned a {type(capsule).__name__}, not a DLPack "
         "capsule.")
   name = capsule_name(capsule)
   if name == LEGACY_NAME:
-    return False, _capsule_get_pointer(capsule, _LEGACY_NAME_PTR)
+    return False, _LEGACY_NAME_PTR, _USED_LEGACY_NAME_PTR
   if name == VERSIONED_NAME:
-    return True, _capsule_get_pointer(capsule, _VERSIONED_NAME_PTR)
+    return True, _VERSIONED_NAME_PTR, _USED_VERSIONED_NAME_PTR
   if name in (USED_LEGACY_NAME, USED_VERSIONED_NAME):
     raise BufferError(
-        "The DLPack capsule was already consumed; call __dlpack__ again for a "
-        "fresh one.")
+        "from_dlpack: the DLPack capsule was already consumed; call "
+        "__dlpack__ again for a fresh one.")
   raise BufferError(
       f"Expected a DLPack capsule named 'dltensor' or 'dltensor_versioned', "
       f"got one named {name!r}.")
 
 
+def _managed_tensor_address(capsule: Any) -> tuple[bool, int]:
+  """Returns ``(versioned, address)`` of the capsule's managed tensor."""
+  versioned, name, _ = _names(capsule)
+  return versioned, _capsule_get_pointer(capsule, name)
+
+
+# Serialises claims: between reading a capsule's name and renaming it, another
+# thread could otherwise claim it too, and the tensor be released twice.
+_claim_lock = threading.Lock()
+
+
+def _claim(capsule: Any) -> tuple[bool, int]:
+  """Renames ``capsule`` as used and returns ``(versioned, address)``.
+
+  From then on the managed tensor at ``address`` is the caller's to release:
+  the producer's capsule destructor leaves a used capsule alone, and a second
+  consumer finds it used.
+
+  Raises:
+    TypeError: ``capsule`` is not a capsule.
+    BufferError: it is consumed or misnamed.
+  """
+  with _claim_lock:
+    versioned, name, used_name = _names(capsule)
+    address = _capsule_get_pointer(capsule, name)
+    _capsule_set_name(capsule, used_name)
+  return versioned, address
+
+
 def inspect(capsule: Any) -> TensorInfo:
   """Reads what ``capsule`` describes, without consuming it.
+
+  For a capsule only the calling thread holds, such as an export; an import
+  claims its capsule first, with :func:`take`.
 
   Raises:
     TypeError: ``capsule`` is not a capsule.
     BufferError: the capsule is consumed, misnamed, of an unknown major
-      version (its deleter has then been called), or describes an
-      inconsistent tensor.
+      version (its deleter has then been called), or describes a tensor no
+      consumer may read (see :func:`take`).
   """
   versioned, address = _managed_tensor_address(capsule)
   if versioned:
     raw = bytes(_VERSIONED_BYTES.from_address(address))
     major, minor, _, _, flags = _VERSIONED_HEADER.unpack_from(raw)
-    if major > MAX_VERSION[0]:
+    if major != MAX_VERSION[0]:
       _refuse_versioned(capsule,
                         _DLManagedTensorVersioned.from_address(address))
-      raise BufferError(
-          f"The producer returned a DLPack {major}.{minor} capsule; "
-          f"this JAX reads DLPack up to {MAX_VERSION[0]}.x.")
+      raise _version_error(major, minor)
     fields = _TENSOR_FIELDS.unpack_from(raw, _HEADER_SIZE)
     return _tensor_info(fields, True, (major, minor), flags)
   fields = _TENSOR_FIELDS.unpack(_TENSOR_BYTES.from_address(address))
   return _tensor_info(fields, False, (0, 0), 0)
 
 
+def _version_error(major: int, minor: int) -> BufferError:
+  if major > MAX_VERSION[0]:
+    return BufferError(
+        f"The producer returned a DLPack {major}.{minor} capsule; "
+        f"this JAX reads DLPack up to {MAX_VERSION[0]}.x.")
+  return BufferError(
+      f"from_dlpack: the producer returned a 'dltensor_versioned' capsule of "
+      f"DLPack {major}.{minor}; that structure exists only from DLPack 1.0.")
+
+
+def take(capsule: Any, *, versioned_ok: bool,
+         null_deleter_ok: bool) -> tuple[Any, TensorInfo]:
+  """Takes over a producer's capsule for an import, reading it once.
+
+  The capsule is claimed (renamed as used) before any field is read, and
+  every field is checked before anything reads the tensor's memory: ndim,
+  shape, dtype, strides, byte offset, and that the bytes the tensor spans
+  fit in a signed 64-bit size and lie inside the address space, without
+  wrapping. What is refused has its producer's deleter called at once.
+
+  Args:
+    capsule: what the producer's ``__dlpack__`` returned.
+    versioned_ok: whether jaxlib reads 1.x capsules; where not, a 1.x
+      capsule's tensor is handed over as a 0.x one.
+    null_deleter_ok: whether jaxlib copes with a NULL deleter, which DLPack
+      allows; where not, a tensor with one is handed over with a deleter of
+      this module's, which calls nothing.
+
+  Returns:
+    ``(own, info)``: a capsule jaxlib can consume, which owns the tensor
+    (its destructor releases it if nothing consumes it), and what the tensor
+    is.
+
+  Raises:
+    TypeError: ``capsule`` is not a capsule.
+    BufferError: the capsule is consumed, misnamed or of an unsupported
+      version, or a field is invalid; the message names the field and its
+      value.
+  """
+  versioned, address = _claim(capsule)
+  if versioned:
+    raw = bytes(_VERSIONED_BYTES.from_address(address))
+    major, minor, _, deleter, flags = _VERSIONED_HEADER.unpack_from(raw)
+    tensor = raw[_HEADER_SIZE:]
+  else:
+    raw = bytes(_LegacyBytes.from_address(address))
+    (major, minor), flags = (0, 0), 0
+    deleter = _LEGACY_TAIL.unpack_from(raw, _TENSOR_SIZE)[1]
+    tensor = raw[:_TENSOR_SIZE]
+  release = _producer_release(deleter, address)
+  try:
+    if versioned and major != MAX_VERSION[0]:
+      raise _version_error(major, minor)
+    info = _tensor_info(_TENSOR_FIELDS.unpack(tensor), versioned,
+                        (major, minor), flags)
+  except BufferError:
+    release()
+    raise
+  if (versioned_ok or not versioned) and (deleter or null_deleter_ok):
+    # jaxlib reads the producer's own structure: only the capsule is new.
+    name = _VERSIONED_NAME_PTR if versioned else _LEGACY_NAME_PTR
+    return _capsule_new(address, name,
+                        _REISSUE_DESTRUCTOR_ADDRESS[name.value]), info
+  legacy = _LegacyBytes.from_buffer_copy(
+      tensor + _LEGACY_TAIL.pack(address, _DELETER_ADDRESS))
+  return _new_capsule(ctypes.addressof(legacy), _LEGACY_NAME_PTR,
+                      LEGACY_NAME, legacy, release), info
+
+
 def _tensor_info(fields: tuple[Any, ...], versioned: bool,
                  version: tuple[int, int], flags: int) -> TensorInfo:
-  """Checks and converts the fields of a DLTensor, in declaration order."""
+  """Checks and converts the fields of a DLTensor, in declaration order.
+
+  Reads the shape and strides arrays, and nothing the tensor describes.
+
+  Raises:
+    BufferError: a field no consumer may act on; the message names it.
+  """
   (data, device_type, device_id, ndim, code, bits, lanes, shape_address,
    strides_address, byte_offset) = fields
-  _check_fields(fields)
+  if not 0 <= ndim <= _MAX_NDIM:
+    raise _field_error("ndim", ndim, f"expected 0 to {_MAX_NDIM}")
+  if ndim and not shape_address:
+    raise _field_error("shape", "NULL", f"with ndim {ndim}")
   shape = _int64s(shape_address, ndim)
+  if any(dim < 0 for dim in shape):
+    raise _field_error("shape", shape, "a dimension is negative")
+  dl_dtype = (code, bits, lanes)
+  dtype = numpy_dtype(dl_dtype)
+  if dtype is None:
+    raise _field_error(
+        "dtype", f"(code={code}, bits={bits}, lanes={lanes})",
+        "not a type JAX reads through DLPack")
+  itemsize = dtype.itemsize
+  # Bounded as NumPy bounds it: a zero dimension counts as one.
+  if math.prod((max(dim, 1) for dim in shape), start=itemsize) > _INT64_MAX:
+    raise _field_error("shape", shape,
+                       f"its {dtype} elements need more bytes than a signed "
+                       "64-bit size holds")
   if ndim and strides_address:
     strides = _int64s(strides_address, ndim)
+    # jaxlib multiplies every stride by the item size, in 64 bits.
+    if any(abs(stride) * itemsize > _INT64_MAX for stride in strides):
+      raise _field_error("strides", strides,
+                         "a stride in bytes overflows a signed 64-bit offset")
   else:
     strides = _row_major_strides(shape)
-  dl_dtype = (code, bits, lanes)
+  if byte_offset > _INT64_MAX:
+    raise _field_error("byte_offset", byte_offset,
+                       "beyond a signed 64-bit offset")
+  address = data + byte_offset
+  if address > _ADDRESS_MAX:
+    raise _field_error("byte_offset", byte_offset,
+                       f"data + byte_offset wraps around from {data:#x}")
+  low, count = element_span(shape, strides)
+  if count:
+    if not data:
+      raise _field_error("data", "NULL",
+                         f"for a tensor of {math.prod(shape)} elements")
+    first, last = address + low * itemsize, address + (low + count) * itemsize
+    if count * itemsize > _INT64_MAX or first < 0 or last - 1 > _ADDRESS_MAX:
+      raise _field_error(
+          "strides", strides,
+          f"for shape {shape} at address {address:#x} they span bytes "
+          f"{first:#x} to {last:#x}, beyond a signed 64-bit size or the "
+          "address space")
   return TensorInfo(
-      versioned=versioned, version=version, flags=flags,
-      address=data + byte_offset, device=(device_type, device_id),
-      dtype=numpy_dtype(dl_dtype), dl_dtype=dl_dtype, shape=shape,
-      strides=strides)
+      versioned=versioned, version=version, flags=flags, address=address,
+      device=(device_type, device_id), dtype=dtype, dl_dtype=dl_dtype,
+      shape=shape, strides=strides)
+
+
+def _field_error(field: str, value: object, why: str) -> BufferError:
+  return BufferError(
+      f"from_dlpack: the DLPack tensor's {field} is {value}: {why}. The "
+      "producer's tensor is invalid; nothing was read from it.")
 
 
 def _int64s(address: int, count: int) -> tuple[int, ...]:
@@ -377,6 +534,33 @@ _DESTRUCTOR_ADDRESS = {
     for name in (_LEGACY_NAME_PTR, _VERSIONED_NAME_PTR)}
 
 
+def _make_reissue_destructor(name: ctypes.c_char_p, deleter_offset: int,
+                             is_valid: Any, get_pointer: Any,
+                             read_address: Any, deleter_call: Any) -> Any:
+  def destructor(capsule: int | None) -> None:
+    # Destroys a new capsule for a producer's own managed tensor: if no
+    # consumer took it, the tensor's deleter runs, as the producer's capsule
+    # destructor would have run it.
+    try:
+      if capsule and is_valid(capsule, name):
+        managed = get_pointer(capsule, name)
+        deleter = read_address(managed + deleter_offset).value
+        if deleter:
+          deleter_call(deleter)(managed)
+    except BaseException:  # pylint: disable=broad-except
+      pass
+  return _immortal(_Deleter(destructor))
+
+
+_REISSUE_DESTRUCTOR_ADDRESS = {
+    name.value: _address_of(_make_reissue_destructor(
+        name, getattr(structure, "deleter").offset, _raw_capsule_is_valid,
+        _raw_capsule_get_pointer, ctypes.c_void_p.from_address,
+        _ProducerDeleter))
+    for name, structure in ((_LEGACY_NAME_PTR, _DLManagedTensor),
+                            (_VERSIONED_NAME_PTR, _DLManagedTensorVersioned))}
+
+
 def _new_capsule(address: int, name: ctypes.c_char_p, name_value: bytes,
                  keep_alive: Any, on_release: Callable[[], None]) -> Any:
   """Wraps the managed tensor at ``address``, whose deleter is ours."""
@@ -417,89 +601,6 @@ assert _HEADER_SIZE + _TENSOR_SIZE == ctypes.sizeof(_DLManagedTensorVersioned)
 _TENSOR_BYTES = ctypes.c_char * _TENSOR_SIZE
 _VERSIONED_BYTES = ctypes.c_char * (_HEADER_SIZE + _TENSOR_SIZE)
 _LegacyBytes = ctypes.c_char * ctypes.sizeof(_DLManagedTensor)
-
-
-def to_legacy(
-    capsule: Any) -> tuple[Any, int, int, int, tuple[int, int, int]]:
-  """Takes over ``capsule`` as a 0.x capsule, reading only what imports need.
-
-  The import's fast path: unlike :func:`inspect`, it reads no strides,
-  which jaxlib checks itself. A 1.x capsule is renamed
-  ``"used_dltensor_versioned"`` (it no longer owns the tensor) and a new 0.x
-  capsule points at the same data; the producer's deleter runs exactly once,
-  when the new capsule's consumer releases the tensor, or when the new
-  capsule dies unconsumed.
-
-  Returns:
-    ``(legacy_capsule, flags, address, device_type, (code, bits, lanes))``:
-    the 0.x capsule (``capsule`` itself if it was one), the 1.x flags (0 for
-    0.x), the address of the first element, the DLPack device type and
-    DLPack's dtype.
-
-  Raises:
-    TypeError, BufferError: as :func:`inspect`.
-  """
-  versioned, address = _managed_tensor_address(capsule)
-  if not versioned:
-    fields = _TENSOR_FIELDS.unpack(_TENSOR_BYTES.from_address(address))
-    _check_fields(fields)
-    return capsule, 0, fields[0] + fields[9], fields[1], fields[4:7]
-  raw = _VERSIONED_BYTES.from_address(address)
-  major, _, _, deleter, flags = _VERSIONED_HEADER.unpack_from(raw)
-  if major > MAX_VERSION[0]:
-    inspect(capsule)  # Calls the deleter and raises.
-  fields = _TENSOR_FIELDS.unpack_from(raw, _HEADER_SIZE)
-  _check_fields(fields)
-  legacy = _LegacyBytes.from_buffer_copy(
-      bytes(raw)[_HEADER_SIZE:] + _LEGACY_TAIL.pack(address, _DELETER_ADDRESS))
-  converted = _own(legacy, _LEGACY_NAME_PTR, LEGACY_NAME, capsule,
-                   _USED_VERSIONED_NAME_PTR,
-                   _producer_release(deleter, address))
-  return converted, flags, fields[0] + fields[9], fields[1], fields[4:7]
-
-
-def read_for_import(
-    capsule: Any) -> tuple[Any, int, int, int, tuple[int, int, int]]:
-  """Reads what an import needs, for a jaxlib that reads 1.x capsules.
-
-  Like :func:`to_legacy`, it reads no strides, but it leaves a 1.x capsule
-  as it is, for jaxlib to consume. A 1.x capsule whose deleter is NULL (the
-  producer needs no clean-up) is converted all the same: jaxlib calls the
-  deleter it finds, and a NULL one aborts the process.
-
-  Returns:
-    ``(capsule, flags, address, device_type, (code, bits, lanes))``, as
-    :func:`to_legacy`.
-
-  Raises:
-    TypeError, BufferError: as :func:`inspect`.
-  """
-  versioned, address = _managed_tensor_address(capsule)
-  if not versioned:
-    return to_legacy(capsule)
-  raw = _VERSIONED_BYTES.from_address(address)
-  major, _, _, deleter, flags = _VERSIONED_HEADER.unpack_from(raw)
-  if major > MAX_VERSION[0] or not deleter:
-    return to_legacy(capsule)  # Refuses it, or owns the clean-up.
-  fields = _TENSOR_FIELDS.unpack_from(raw, _HEADER_SIZE)
-  _check_fields(fields)
-  return capsule, flags, fields[0] + fields[9], fields[1], fields[4:7]
-
-
-def _check_fields(fields: tuple[Any, ...]) -> None:
-  """Raises ``BufferError`` for a tensor jaxlib must never be handed.
-
-  The capsule is left as it was: its destructor releases the tensor.
-  """
-  data, ndim, shape_address = fields[0], fields[3], fields[7]
-  if not 0 <= ndim <= _MAX_NDIM or (ndim and not shape_address):
-    raise BufferError(f"The DLPack tensor has an invalid ndim of {ndim} or "
-                      "no shape.")
-  shape = _int64s(shape_address, ndim)
-  if any(d < 0 for d in shape):
-    raise BufferError(f"The DLPack tensor has a negative dimension: {shape}.")
-  if not data and math.prod(shape, start=1):
-    raise BufferError("The DLPack tensor has a null data pointer.")
 
 
 def numpy_dtype(dl_dtype: tuple[int, int, int]) -> np.dtype[Any] | None:
@@ -549,7 +650,8 @@ def element_span(shape: tuple[int, ...],
   return low, high - low + 1
 
 
-def as_span_capsule(capsule: Any, info: TensorInfo) -> tuple[Any, int]:
+def as_span_capsule(capsule: Any,
+                    info: TensorInfo) -> tuple[Any, int, int]:
   """Takes over ``capsule`` as a 0.x capsule of all the memory it spans.
 
   The new tensor is one row-major vector of ``info.dtype``, from the lowest
@@ -560,13 +662,13 @@ def as_span_capsule(capsule: Any, info: TensorInfo) -> tuple[Any, int]:
 
   Args:
     capsule: the 0.x or 1.x capsule ``info`` was read from, unconsumed.
-    info: what :func:`inspect` read from it; its dtype is known.
+    info: what :func:`take` or :func:`inspect` read from it.
 
   Returns:
-    ``(span_capsule, first)``: the new capsule, and the offset of the
-    tensor's first element in the vector, in elements.
+    ``(span_capsule, first, count)``: the new capsule, the offset of the
+    tensor's first element in the vector and the vector's length, in
+    elements.
   """
-  assert info.dtype is not None
   versioned, address = _managed_tensor_address(capsule)
   if versioned:
     deleter = _VERSIONED_HEADER.unpack_from(
@@ -586,7 +688,7 @@ def as_span_capsule(capsule: Any, info: TensorInfo) -> tuple[Any, int]:
                else _USED_LEGACY_NAME_PTR)
   span = _own(storage, _LEGACY_NAME_PTR, LEGACY_NAME, capsule, used_name,
               _producer_release(deleter, address))
-  return span, -low
+  return span, -low, count
 
 
 def _own(managed: Any, name: ctypes.c_char_p, name_value: bytes,
@@ -648,15 +750,7 @@ def host_view(info: TensorInfo) -> np.ndarray[Any, Any]:
 
   The view does not own the memory: the capsule ``info`` was read from must
   stay alive, unconsumed, for as long as the view is used.
-
-  Raises:
-    BufferError: the tensor is not in host memory or its dtype has no NumPy
-      equivalent.
   """
-  if info.dtype is None:
-    raise BufferError(
-        f"DLPack dtype (code={info.dl_dtype[0]}, bits={info.dl_dtype[1]}, "
-        f"lanes={info.dl_dtype[2]}) has no NumPy equivalent to copy through.")
   if info.size == 0:
     return np.empty(info.shape, info.dtype)
   itemsize = info.dtype.itemsize

@@ -14,14 +14,14 @@
 
 """Tests for capsule reading, conversion and deleter accounting."""
 
+import contextlib
 import ctypes
 import gc
-import pathlib
-import subprocess
 import sys
 import textwrap
+import threading
 import weakref
-from typing import Any
+from typing import Any, Iterator
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -31,6 +31,7 @@ from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
+from tests import fresh_process
 from tests import producers
 
 _capsule_new = ctypes.pythonapi.PyCapsule_New
@@ -38,16 +39,6 @@ _capsule_new.restype = ctypes.py_object
 _capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 CountingProducer = producers.CraftedProducer
-
-
-def _run_in_a_fresh_process(script: str) -> "subprocess.CompletedProcess[str]":
-  """Runs ``script`` in a new interpreter from the repository root.
-
-  For what may crash or abort the process: that must not take the tests down.
-  """
-  return subprocess.run([sys.executable, "-c", script], capture_output=True,
-                        text=True, timeout=120, check=False,
-                        cwd=pathlib.Path(__file__).parents[1])
 
 
 class InspectTest(parameterized.TestCase):
@@ -165,7 +156,7 @@ class DeleterTest(parameterized.TestCase):
         thread.join()
         print("done", len(kept))
         """)
-    run = _run_in_a_fresh_process(script)
+    run = fresh_process.run(script)
     self.assertEqual(run.returncode, 0, run.stderr)
     self.assertIn("done 2", run.stdout)
 
@@ -200,7 +191,7 @@ class DeleterTest(parameterized.TestCase):
         gc.collect()
         print("deleted")
         """)
-    run = _run_in_a_fresh_process(script)
+    run = fresh_process.run(script)
     self.assertEqual(run.returncode, 0, run.stderr[-2000:])
     self.assertIn("deleted", run.stdout)
 
@@ -222,25 +213,149 @@ class DeleterTest(parameterized.TestCase):
     self.assertEqual(producer.deletes, 1)
     self.assertEqual(len(dlpack_capsule.live_tensors), before)
 
-  def test_null_deleter_is_never_handed_to_jaxlib(self) -> None:
-    # jaxlib calls whatever deleter it finds; a NULL one aborts the process
-    # (measured on 0.12.0.1), so a 1.x capsule with none is converted.
+
+class NullDeleterTest(absltest.TestCase):
+
+  def test_null_deleter_imports_everywhere_and_nothing_is_called(self) -> None:
+    # DLPack allows a NULL deleter; jaxlib, handed one, aborts the process
+    # when it copies the tensor or frees the import
+    # (dlpack_compat.JAXLIB_ABORTS_ON_NULL_DELETERS). Every dtype, layout,
+    # alignment, copy and device, 0.x and 1.x, in a process of its own.
     script = textwrap.dedent("""
-        import gc
-        from jax_patch._src import conformance, dlpack
+        import gc, itertools
+        import jax, numpy as np
+        from jax_patch._src import conformance, dlpack, dlpack_capsule
         from tests import producers
-        source = conformance.aligned_array((16,))
-        producer = producers.CraftedProducer(source, deleter=0)
-        result = dlpack.from_dlpack(producer, copy=False)
-        source[0] = 7
-        assert float(result[0]) == 7.0
-        del result
+        layouts = {
+            "row_major": lambda a: a, "transposed": lambda a: a.T,
+            "strided_reversed": lambda a: a[::2, ::-1],
+            "zero_size": lambda a: a[:0]}
+        devices = (None, *jax.devices("cpu")[:2])
+        dtypes = sorted(set(dlpack_capsule._DTYPES.values()), key=str)
+        imported = refused = 0
+        for dtype, misalign, layout, versioned, copy, device in (
+            itertools.product(dtypes, (0, 1), layouts, (True, False),
+                              (None, True, False), devices)):
+          source = layouts[layout](conformance.aligned_array(
+              (8, 8), dtype, misalign_bytes=misalign * dtype.itemsize))
+          expected = np.asarray(source).astype(
+              jax.dtypes.canonicalize_dtype(dtype))
+          producer = producers.CraftedProducer(
+              source, versioned=versioned, deleter=0)
+          try:
+            result = dlpack.from_dlpack(producer, device=device, copy=copy)
+          except dlpack.CopyRequiredError:
+            assert copy is False, (dtype, layout, misalign, copy)
+            refused += 1
+            continue
+          np.testing.assert_array_equal(np.asarray(result), expected)
+          imported += 1
+          del result
         gc.collect()
-        print("released")
+        print("imported", imported, "refused", refused)
         """)
-    run = _run_in_a_fresh_process(script)
-    self.assertEqual(run.returncode, 0, run.stderr[-2000:])
-    self.assertIn("released", run.stdout)
+    run = fresh_process.run(script)
+    self.assertEqual(run.returncode, 0, run.stderr[-3000:])
+    self.assertRegex(run.stdout, r"imported [1-9]\d* refused \d+")
+
+
+@contextlib.contextmanager
+def _switch_interval(seconds: float) -> Iterator[None]:
+  before = sys.getswitchinterval()
+  sys.setswitchinterval(seconds)
+  try:
+    yield
+  finally:
+    sys.setswitchinterval(before)
+
+
+class SharedCapsuleTest(parameterized.TestCase):
+  """A producer whose ``__dlpack__`` hands one capsule to every caller."""
+
+  _THREADS = 8
+  _ROUNDS = 60
+
+  def setUp(self) -> None:
+    super().setUp()
+    # Switch threads every microsecond rather than every 5 ms, so that they
+    # interleave inside an import, where a race would be.
+    self.enter_context(_switch_interval(1e-6))
+
+  def _consume_at_once(self, shared: Any,
+                       copy: bool | None) -> tuple[list[Any], list[str]]:
+    """Imports ``shared`` from eight threads released together."""
+    barrier = threading.Barrier(self._THREADS)
+    results: list[Any] = []
+    errors: list[str] = []
+
+    def consume() -> None:
+      barrier.wait()
+      try:
+        results.append(dlpack.from_dlpack(shared, copy=copy))
+      except BufferError as err:
+        errors.append(str(err))
+
+    threads = [threading.Thread(target=consume)
+               for _ in range(self._THREADS)]
+    for thread in threads:
+      thread.start()
+    for thread in threads:
+      thread.join()
+    return results, errors
+
+  @parameterized.named_parameters(
+      ("versioned_aliased", True, None), ("versioned_copied", True, True),
+      ("legacy_aliased", False, None), ("legacy_copied", False, True),
+  )
+  def test_eight_threads_consume_it_exactly_once(self, versioned: bool,
+                                                 copy: bool | None) -> None:
+    for round_ in range(self._ROUNDS):
+      source = conformance.aligned_array((64,))
+      producer = producers.CraftedProducer(source, versioned=versioned)
+      shared = conformance.PreparedCapsule(producer.__dlpack__())
+      results, errors = self._consume_at_once(shared, copy)
+      self.assertLen(results, 1, f"round {round_}: {errors}")
+      for error in errors:
+        self.assertIn("already consumed", error)
+      np.testing.assert_array_equal(np.asarray(results[0]), source)
+      del results[:], shared.capsule
+      gc.collect()
+      self.assertEqual(producer.deletes, 1, f"round {round_}")
+
+  def test_numpy_capsule_shared_by_threads_is_freed_once(self) -> None:
+    # A NumPy capsule's deleter frees memory: run twice, it corrupts the
+    # heap, so this runs in a process of its own.
+    script = textwrap.dedent("""
+        import gc, sys, threading
+        import numpy as np
+        from jax_patch._src import conformance, dlpack
+        sys.setswitchinterval(1e-6)
+        for round_ in range(100):
+          source = conformance.aligned_array((256,))
+          shared = conformance.PreparedCapsule(
+              source.__dlpack__(max_version=(1, 0)))
+          barrier = threading.Barrier(8)
+          results = []
+          def consume():
+            barrier.wait()
+            try:
+              results.append(dlpack.from_dlpack(shared))
+            except BufferError:
+              pass
+          threads = [threading.Thread(target=consume) for _ in range(8)]
+          for thread in threads:
+            thread.start()
+          for thread in threads:
+            thread.join()
+          assert len(results) == 1, (round_, len(results))
+          np.testing.assert_array_equal(np.asarray(results[0]), source)
+          del results, shared
+        gc.collect()
+        print("rounds", round_ + 1)
+        """)
+    run = fresh_process.run(script)
+    self.assertEqual(run.returncode, 0, run.stderr[-3000:])
+    self.assertIn("rounds 100", run.stdout)
 
 
 if __name__ == "__main__":

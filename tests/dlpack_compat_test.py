@@ -25,7 +25,8 @@ import os
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=2")
 
-from typing import Any  # pylint: disable=g-import-not-at-top
+import textwrap  # pylint: disable=g-import-not-at-top
+from typing import Any
 from unittest import mock
 
 from absl.testing import absltest
@@ -41,6 +42,7 @@ from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_errors
+from tests import fresh_process
 from tests import producers
 
 _FLOAT8 = np.dtype(ml_dtypes.float8_e4m3fn)
@@ -146,6 +148,32 @@ class GateTest(absltest.TestCase):
         buffer, stream=None, max_version=(1, 0), copied=True))
     self.assertEqual(copied.flags, dlpack_capsule.FLAG_READ_ONLY
                      | dlpack_capsule.FLAG_IS_COPIED)
+
+  def test_null_deleter_gate_matches_jaxlib(self) -> None:
+    # The bare binding, handed a 0.x capsule with a NULL deleter over
+    # aligned memory it aliases; the abort comes when the import is freed.
+    script = textwrap.dedent("""
+        import gc
+        import jax
+        from jax_patch._src import conformance, dlpack_compat
+        from tests import producers
+        producer = producers.CraftedProducer(
+            conformance.aligned_array((16,)), versioned=False, deleter=0)
+        imported = dlpack_compat.import_capsule(
+            producer.__dlpack__(), jax.devices("cpu")[0], None, 1)
+        print("imported", flush=True)
+        del imported
+        gc.collect()
+        print("freed", flush=True)
+        """)
+    run = fresh_process.run(script)
+    self.assertIn("imported", run.stdout, run.stderr[-2000:])
+    aborted = run.returncode != 0
+    self.assertEqual(
+        aborted, dlpack_compat.JAXLIB_ABORTS_ON_NULL_DELETERS,
+        f"jaxlib {jax.__version__} {'aborts' if aborted else 'no longer aborts'}"
+        f" on a NULL deleter (exit status {run.returncode}): update "
+        f"JAXLIB_ABORTS_ON_NULL_DELETERS. {run.stderr[-1000:]}")
 
   def test_float8_gate_matches_jaxlib_import(self) -> None:
     source = conformance.aligned_array((64,), _FLOAT8)

@@ -23,6 +23,7 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
 
 import gc  # pylint: disable=g-import-not-at-top
 import tempfile
+import warnings
 from typing import Any
 
 from absl.testing import absltest
@@ -76,6 +77,33 @@ class MemoryMappedImportTest(absltest.TestCase):
       self.assertEqual(result.unsafe_buffer_pointer(), weights.ctypes.data)
       self.assertLessEqual(growth, 16 * memory.PAGE)  # not 1 GiB
       del result, weights
+
+  def test_read_only_map_is_never_written_by_jax(self) -> None:
+    # Donated to jit, computed with and moved: JAX must never write into a
+    # foreign buffer it aliases, and a read-only map would crash if it did.
+    with tempfile.TemporaryDirectory() as folder:
+      path = os.path.join(folder, "weights.npy")
+      np.save(path, np.arange(4096, dtype=np.float32).reshape(64, 64))
+      with open(path, "rb") as file:
+        saved = file.read()
+      weights = np.load(path, mmap_mode="r")
+      donating = jax.jit(lambda x: x * 2 + 1, donate_argnums=0)
+      cpu = jax.devices("cpu")
+      with warnings.catch_warnings():
+        # "Some donated buffers were not usable": the alias is not reused.
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+          imported = dlpack.from_dlpack(weights, copy=False)
+          self.assertEqual(imported.unsafe_buffer_pointer(),
+                           weights.ctypes.data)
+          donating(imported).block_until_ready()
+          imported = dlpack.from_dlpack(weights, copy=False)
+          jnp.sort(imported[::-1] + 1, axis=0).block_until_ready()
+          jax.device_put(imported, cpu[1]).block_until_ready()
+          dlpack.from_dlpack(weights, device=cpu[1]).block_until_ready()
+      del imported, weights
+      with open(path, "rb") as file:
+        self.assertEqual(file.read(), saved)
 
 
 class LiveObjectTest(parameterized.TestCase):

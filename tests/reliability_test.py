@@ -20,6 +20,7 @@ for a longer soak.
 
 import gc
 import os
+import textwrap
 import threading
 import time
 from typing import Any
@@ -33,6 +34,7 @@ import jax_patch
 from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
+from tests import fresh_process
 from tests import memory
 from tests import producers
 
@@ -229,6 +231,41 @@ class ThreadTest(absltest.TestCase):
     self.assertEqual(failures, [])
     self.assertTrue(all(counts), counts)
 
+  def test_imports_stay_right_while_install_is_toggled_beside_them(
+      self) -> None:
+    deadline = time.monotonic() + 2.0 * _SOAK
+    failures: list[str] = []
+    counts = [0] * 8
+
+    def work(index: int) -> None:
+      source = conformance.aligned_array((256,)) + index
+      try:
+        while time.monotonic() < deadline:
+          # Patched or upstream, whichever is installed at that moment.
+          imported = jnp.from_dlpack(source)
+          if not np.array_equal(np.asarray(imported), source):
+            failures.append(f"thread {index}: wrong import")
+          counts[index] += 1
+      except Exception as err:  # pylint: disable=broad-except
+        failures.append(f"thread {index}: {type(err).__name__}: {err}")
+
+    def toggle() -> None:
+      while time.monotonic() < deadline:
+        jax_patch.install()
+        jax_patch.uninstall()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    threads.append(threading.Thread(target=toggle))
+    try:
+      for thread in threads:
+        thread.start()
+      for thread in threads:
+        thread.join()
+    finally:
+      jax_patch.uninstall()
+    self.assertEqual(failures, [])
+    self.assertTrue(all(counts), counts)
+
   def test_deleter_called_from_another_thread_is_safe(self) -> None:
     producer = producers.CraftedProducer(conformance.aligned_array((16,)))
     holder = [dlpack.from_dlpack(producer, copy=False)]
@@ -237,6 +274,43 @@ class ThreadTest(absltest.TestCase):
     thread.join()
     gc.collect()
     self.assertEqual(producer.deletes, 1)
+
+
+class ProcessTest(absltest.TestCase):
+
+  def test_fork_after_imports_leaves_parent_and_child_sound(self) -> None:
+    # The child ends with os._exit, as a forking server's worker does; the
+    # parent keeps importing and exits with live imports of every kind.
+    script = textwrap.dedent(f"""
+        import gc, os, warnings
+        import numpy as np
+        from jax_patch._src import conformance, dlpack
+        from tests import producers
+        warnings.simplefilter("ignore", RuntimeWarning)  # JAX's fork warning.
+        kept, owners = [], []
+        def imports():
+          kept.append(dlpack.from_dlpack(conformance.aligned_array((64,))))
+          kept.append(dlpack.from_dlpack(
+              np.broadcast_to(conformance.aligned_array((64,)), (64,))))
+          # With a NULL deleter the producer keeps its memory alive itself.
+          owners.append(producers.CraftedProducer(
+              conformance.aligned_array((64,)), deleter=0))
+          kept.append(dlpack.from_dlpack(owners[-1]))
+        imports()
+        for fork in range({int(20 * _SOAK)}):
+          pid = os.fork()
+          if pid == 0:
+            os._exit(7 if len(kept) < 3 else 0)
+          _, status = os.waitpid(pid, 0)
+          assert os.waitstatus_to_exitcode(status) == 0, (fork, status)
+          imports()
+        for imported in kept:
+          assert float(imported[1]) == 1.0
+        print("forks", fork + 1, "live imports", len(kept))
+        """)
+    run = fresh_process.run(script)
+    self.assertEqual(run.returncode, 0, run.stderr[-3000:])
+    self.assertRegex(run.stdout, r"forks \d+ live imports \d+")
 
 
 class SourceLifetimeTest(absltest.TestCase):

@@ -113,10 +113,17 @@ class DeleterTest(parameterized.TestCase):
     source[0] = 7  # The producer's copy is the JAX array's buffer now.
     self.assertEqual(np.asarray(result)[0], 7)
 
-  def test_newer_major_version_is_refused_after_calling_its_deleter(
-      self) -> None:
-    producer = CountingProducer(conformance.aligned_array((4,)), major=2)
-    with self.assertRaisesRegex(BufferError, "DLPack 2.0"):
+  @parameterized.named_parameters(
+      ("newer", 2, r"^from_dlpack: .*DLPack 2\.0 capsule; this JAX reads"),
+      ("far_newer", 255, r"^from_dlpack: .*DLPack 255\.0 capsule"),
+      ("older_than_the_structure", 0,
+       r"^from_dlpack: .*'dltensor_versioned' capsule of DLPack 0\.0; that "
+       "structure exists only from DLPack 1.0"),
+  )
+  def test_versioned_capsule_of_another_major_is_refused_after_its_deleter(
+      self, major: int, message: str) -> None:
+    producer = CountingProducer(conformance.aligned_array((4,)), major=major)
+    with self.assertRaisesRegex(BufferError, message):
       dlpack.from_dlpack(producer)
     gc.collect()
     self.assertEqual(producer.deletes, 1)

@@ -312,8 +312,8 @@ def inspect(capsule: Any) -> TensorInfo:
 def _version_error(major: int, minor: int) -> BufferError:
   if major > MAX_VERSION[0]:
     return BufferError(
-        f"The producer returned a DLPack {major}.{minor} capsule; "
-        f"this JAX reads DLPack up to {MAX_VERSION[0]}.x.")
+        f"from_dlpack: the producer returned a DLPack {major}.{minor} "
+        f"capsule; this JAX reads DLPack up to {MAX_VERSION[0]}.x.")
   return BufferError(
       f"from_dlpack: the producer returned a 'dltensor_versioned' capsule of "
       f"DLPack {major}.{minor}; that structure exists only from DLPack 1.0.")

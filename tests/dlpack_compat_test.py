@@ -25,7 +25,8 @@ import os
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=2")
 
-import textwrap  # pylint: disable=g-import-not-at-top
+import gc  # pylint: disable=g-import-not-at-top
+import textwrap
 from typing import Any
 from unittest import mock
 
@@ -174,6 +175,26 @@ class GateTest(absltest.TestCase):
         f"jaxlib {jax.__version__} {'aborts' if aborted else 'no longer aborts'}"
         f" on a NULL deleter (exit status {run.returncode}): update "
         f"JAXLIB_ABORTS_ON_NULL_DELETERS. {run.stderr[-1000:]}")
+
+  def test_jax_dtype_gate_matches_jax_numpy(self) -> None:
+    for dtype in set(dlpack_capsule._DTYPES.values()):
+      name = "bool_" if dtype == np.bool_ else dtype.name
+      self.assertEqual(dlpack_compat.jax_has_dtype(dtype),
+                       hasattr(jnp, name), dtype)
+
+  def test_dtype_this_jax_lacks_is_refused_with_buffer_error(self) -> None:
+    for dtype in set(dlpack_capsule._DTYPES.values()):
+      producer = producers.CraftedProducer(
+          conformance.aligned_array((4,), dtype))
+      if dlpack_compat.jax_has_dtype(dtype):
+        self.assertEqual(dlpack.from_dlpack(producer).dtype,
+                         jax.dtypes.canonicalize_dtype(dtype))
+      else:
+        with self.assertRaisesRegex(
+            BufferError, f"dtype is {dtype.name}, which this JAX does not"):
+          dlpack.from_dlpack(producer)
+      del producer
+      gc.collect()
 
   def test_float8_gate_matches_jaxlib_import(self) -> None:
     source = conformance.aligned_array((64,), _FLOAT8)

@@ -92,10 +92,13 @@ class HostileProducerTest(parameterized.TestCase):
       ("unknown_dtype_bits", dict(dtype=(2, 7)), r"dtype is \(code=2, bits=7,"),
       ("vector_lanes", dict(dtype=(2, 32, 2)), r"dtype is .*lanes=2\)"),
       ("shape_beyond_int64", dict(ndim=2, shape=(2**62, 4), strides=(4, 1)),
-       r"shape is \(4611686018427387904, 4\)"),
+       r"shape is \(4611686018427387904, 4\): .*more bytes than any address"),
       ("zero_size_shape_beyond_int64",
        dict(ndim=2, shape=(2**62, 0), strides=(0, 1)),
        r"shape is \(4611686018427387904, 0\)"),
+      ("broadcast_beyond_any_address_space",
+       dict(dtype=(0, 8), shape=(2**62,), strides=(0,)),
+       r"shape is \(4611686018427387904,\): .*more bytes than any address"),
       ("stride_beyond_int64",
        dict(ndim=2, shape=(2, 2), strides=(2**63 - 1, 1)),
        r"strides is \(9223372036854775807, 1\)"),
@@ -104,10 +107,15 @@ class HostileProducerTest(parameterized.TestCase):
       ("byte_offset_wrapping", dict(data=2**64 - 128, byte_offset=256),
        r"byte_offset is 256: data \+ byte_offset wraps"),
       ("span_past_the_address_space", dict(data=2**64 - 64, shape=(32,)),
-       r"strides is \(1,\): .*beyond a signed 64-bit size or the address"),
+       r"strides is \(1,\): .*beyond any address space"),
       ("span_below_address_zero", dict(data=64, strides=(-1000,)),
-       r"strides is \(-1000,\): .*beyond a signed 64-bit size or the "
-       "address"),
+       r"strides is \(-1000,\): .*beyond any address space"),
+      ("span_beyond_any_address_space",
+       dict(dtype=(0, 8), ndim=2, shape=(2, 2), strides=(2**62, 1)),
+       r"strides is \(4611686018427387904, 1\): .*beyond any address space"),
+      ("dimension_beyond_any_address_space",
+       dict(dtype=(0, 8), shape=(2**57,)),
+       r"shape is \(144115188075855872,\): .*more bytes than any address"),
   )
   def test_invalid_field_raises_naming_it_and_releases_once(
       self, overrides: dict[str, Any], message: str) -> None:

@@ -303,6 +303,10 @@ def _import(capsule: Any, source: Any, dl_device_type: int,
     raise BufferError(
         f"from_dlpack: the capsule is on DLDeviceType {info.device[0]} but "
         f"__dlpack_device__ said {dl_device_type}.")
+  if not dlpack_compat.jax_has_dtype(info.dtype):
+    raise BufferError(
+        f"from_dlpack: the DLPack tensor's dtype is {info.dtype}, which this "
+        "JAX does not have.")
   canonical = _canonical_dtype(info.dtype)
   if dl_device_type != _KDL_CPU:
     return _import_device(capsule, info, source, dl_device_type, stream,

@@ -64,6 +64,11 @@ _MAX_NDIM = 64
 # integer (jaxlib and NumPy compute them so); addresses must not wrap.
 _INT64_MAX = (1 << 63) - 1
 _ADDRESS_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1
+# No 64-bit machine maps more than this for a process (x86-64 with 5-level
+# paging gives user space 2**56 bytes, arm64 at most 2**52): a tensor that
+# spans more describes memory that cannot exist, and a result that holds more
+# cannot be made.
+_MAX_SPAN_BYTES = 1 << 56
 
 # datetime exposes its C API as a capsule: a ready specimen of the type.
 _CAPSULE_TYPE = type(getattr(datetime, "datetime_CAPI"))
@@ -403,11 +408,13 @@ def _tensor_info(fields: tuple[Any, ...], versioned: bool,
         "dtype", f"(code={code}, bits={bits}, lanes={lanes})",
         "not a type JAX reads through DLPack")
   itemsize = dtype.itemsize
-  # Bounded as NumPy bounds it: a zero dimension counts as one.
-  if math.prod((max(dim, 1) for dim in shape), start=itemsize) > _INT64_MAX:
+  # A result holds every element, even of a broadcast; a zero dimension
+  # counts as one, as NumPy counts it.
+  if math.prod((max(dim, 1) for dim in shape),
+               start=itemsize) > _MAX_SPAN_BYTES:
     raise _field_error("shape", shape,
-                       f"its {dtype} elements need more bytes than a signed "
-                       "64-bit size holds")
+                       f"its {dtype} elements need more bytes than any "
+                       "address space holds")
   if ndim and strides_address:
     strides = _int64s(strides_address, ndim)
     # jaxlib multiplies every stride by the item size, in 64 bits.
@@ -429,12 +436,13 @@ def _tensor_info(fields: tuple[Any, ...], versioned: bool,
       raise _field_error("data", "NULL",
                          f"for a tensor of {math.prod(shape)} elements")
     first, last = address + low * itemsize, address + (low + count) * itemsize
-    if count * itemsize > _INT64_MAX or first < 0 or last - 1 > _ADDRESS_MAX:
+    if (count * itemsize > _MAX_SPAN_BYTES or first < 0
+        or last - 1 > _ADDRESS_MAX):
       raise _field_error(
-          "strides", strides,
-          f"for shape {shape} at address {address:#x} they span bytes "
-          f"{first:#x} to {last:#x}, beyond a signed 64-bit size or the "
-          "address space")
+          "strides" if ndim and strides_address else "shape",
+          strides if ndim and strides_address else shape,
+          f"at address {address:#x} the tensor spans bytes {first:#x} to "
+          f"{last:#x}, beyond any address space")
   return TensorInfo(
       versioned=versioned, version=version, flags=flags, address=address,
       device=(device_type, device_id), dtype=dtype, dl_dtype=dl_dtype,

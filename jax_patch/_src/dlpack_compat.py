@@ -33,6 +33,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from jax._src import core
+from jax._src import dtypes
 from jax._src import lib
 from jax._src import xla_bridge
 from jax._src.lib import xla_client
@@ -124,6 +125,16 @@ JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS = (
 _JAXLIB_HAS_DLPACK_FLOAT8 = EXTENSION_VERSION >= JAXLIB_0_5_3
 # DLPack's type codes for the float8 types.
 _FLOAT8_TYPE_CODES = frozenset(range(7, 15))
+
+
+def jax_has_dtype(dtype: Any) -> bool:
+  """Whether this JAX has arrays of ``dtype``.
+
+  JAX added float8_e3m4 and float8_e4m3 in 0.4.36, float8_e8m0fnu in 0.5.0:
+  what DLPack and ml_dtypes can carry, an older JAX may not hold.
+  """
+  # The set check_valid_dtype reads, under this name on every version.
+  return dtype in dtypes._jax_dtype_set  # pylint: disable=protected-access
 
 
 def jaxlib_knows_type_code(code: int) -> bool:

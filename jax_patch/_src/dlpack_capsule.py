@@ -369,14 +369,18 @@ def take(capsule: Any, *, versioned_ok: bool,
       raise _version_error(major, minor)
     info = _tensor_info(_TENSOR_FIELDS.unpack(tensor), versioned,
                         (major, minor), flags)
-  except BufferError:
-    release()
+  except BaseException:
+    release()  # Nothing else will: the capsule is claimed.
     raise
   if (versioned_ok or not versioned) and (deleter or null_deleter_ok):
     # jaxlib reads the producer's own structure: only the capsule is new.
     name = _VERSIONED_NAME_PTR if versioned else _LEGACY_NAME_PTR
-    return _capsule_new(address, name,
-                        _REISSUE_DESTRUCTOR_ADDRESS[name.value]), info
+    try:
+      return _capsule_new(address, name,
+                          _REISSUE_DESTRUCTOR_ADDRESS[name.value]), info
+    except BaseException:
+      release()
+      raise
   legacy = _LegacyBytes.from_buffer_copy(
       tensor + _LEGACY_TAIL.pack(address, _DELETER_ADDRESS))
   return _new_capsule(ctypes.addressof(legacy), _LEGACY_NAME_PTR,

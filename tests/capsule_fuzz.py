@@ -87,6 +87,7 @@ import numpy as np
 
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
+from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_errors
 # pylint: enable=g-import-not-at-top
 
@@ -651,6 +652,15 @@ def _await_release(state: _TensorState, expected_calls: int) -> bool:
   return state.deleter_calls >= expected_calls
 
 
+def _may_refuse_valid(case: Case, err: Exception) -> bool:
+  """Whether a valid tensor may be refused so: only as the standard says
+  (``copy=False`` when a copy is needed), or for a dtype this JAX lacks."""
+  if isinstance(err, dlpack_errors.CopyRequiredError):
+    return case.copy is False
+  dtype = dlpack_capsule.numpy_dtype((case.code, case.bits, case.lanes))
+  return dtype is not None and not dlpack_compat.jax_has_dtype(dtype)
+
+
 def _import_and_check(case: Case, producer: FuzzProducer, stats: Stats,
                       importer: Importer) -> None:
   """Imports and checks what came back; leaves nothing of it alive."""
@@ -664,6 +674,9 @@ def _import_and_check(case: Case, producer: FuzzProducer, stats: Stats,
     stats.by_kind[case.kind][outcome] += 1
     if outcome == "other":
       raise _violation(case, f"raised {type(err).__name__}, not BufferError: "
+                       f"{err}") from err
+    if case.corruption is None and not _may_refuse_valid(case, err):
+      raise _violation(case, f"refused a valid tensor: {type(err).__name__}: "
                        f"{err}") from err
     return
   stats.outcomes["returned"] += 1

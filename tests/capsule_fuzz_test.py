@@ -211,9 +211,22 @@ class ContractCheckTest(parameterized.TestCase):
 
     def leaks(producer: Any, **kwargs: Any) -> Any:
       leaked.append(producer.__dlpack__())
-      raise BufferError("refused")
-    self._assert_violation(_valid_case(), leaks,
+      raise dlpack.CopyRequiredError("refused")
+    self._assert_violation(_valid_case(copy=False), leaks,
                            "1 references to the producer's capsules remain")
+
+  @parameterized.named_parameters(
+      ("buffer_error", None, BufferError("refused")),
+      ("copy_required_without_copy_false", None,
+       dlpack.CopyRequiredError("refused")),
+  )
+  def test_a_refused_valid_tensor_fails(self, copy: bool | None,
+                                        error: Exception) -> None:
+    def refuses(producer: Any, **kwargs: Any) -> Any:
+      del producer, kwargs
+      raise error
+    self._assert_violation(_valid_case(copy=copy), refuses,
+                           "refused a valid tensor")
 
   @parameterized.named_parameters(
       ("copy_true_shares", True, False, "copy=True returned an array sharing"),

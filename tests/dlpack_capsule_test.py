@@ -167,6 +167,24 @@ class DeleterTest(parameterized.TestCase):
     self.assertEqual(run.returncode, 0, run.stderr)
     self.assertIn("done 2", run.stdout)
 
+  def test_exit_with_a_taken_capsule_never_consumed_is_clean(self) -> None:
+    # A capsule take() made for the producer's own structure, alive at exit:
+    # its destructor runs during shutdown and calls NumPy's deleter.
+    script = textwrap.dedent("""
+        import numpy as np
+        from jax_patch._src import conformance, dlpack_capsule
+        source = conformance.aligned_array((16,))
+        kept = [dlpack_capsule.take(
+            source.__dlpack__(max_version=max_version), versioned_ok=True,
+            null_deleter_ok=False)[0] for max_version in (None, (1, 0))]
+        names = [dlpack_capsule.capsule_name(capsule) for capsule in kept]
+        assert names == [b"dltensor", b"dltensor_versioned"], names
+        print("taken")
+        """)
+    run = fresh_process.run(script)
+    self.assertEqual(run.returncode, 0, run.stderr[-2000:])
+    self.assertIn("taken", run.stdout)
+
   @parameterized.named_parameters(
       ("released_by_jaxlib", 1, "dlpack.from_dlpack(producer, copy=False)"),
       ("refused_as_dlpack_2", 2,

@@ -26,6 +26,7 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=2")
 
 import gc  # pylint: disable=g-import-not-at-top
+import signal
 import textwrap
 from typing import Any
 from unittest import mock
@@ -169,7 +170,7 @@ class GateTest(absltest.TestCase):
         """)
     run = fresh_process.run(script)
     self.assertIn("imported", run.stdout, run.stderr[-2000:])
-    aborted = run.returncode != 0
+    aborted = run.returncode == -signal.SIGABRT
     self.assertEqual(
         aborted, dlpack_compat.JAXLIB_ABORTS_ON_NULL_DELETERS,
         f"jaxlib {jax.__version__} {'aborts' if aborted else 'no longer aborts'}"

@@ -24,6 +24,7 @@ import textwrap
 import threading
 import time
 from typing import Any
+from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -101,7 +102,13 @@ class HostileProducerTest(parameterized.TestCase):
        r"shape is \(4611686018427387904,\): .*more bytes than any address"),
       ("stride_beyond_int64",
        dict(ndim=2, shape=(2, 2), strides=(2**63 - 1, 1)),
-       r"strides is \(9223372036854775807, 1\)"),
+       r"strides is \(9223372036854775807, 1\): a stride in bytes overflows"),
+      ("stride_in_bytes_beyond_int64_on_a_size_one_dimension",
+       dict(ndim=2, shape=(1, 4), strides=(2**62, 1)),
+       r"strides is \(4611686018427387904, 1\): a stride in bytes overflows"),
+      ("stride_in_bytes_beyond_int64_on_a_zero_size_dimension",
+       dict(ndim=2, shape=(0, 4), strides=(2**62, 1)),
+       r"strides is \(4611686018427387904, 1\): a stride in bytes overflows"),
       ("byte_offset_beyond_int64", dict(byte_offset=2**64 - 64),
        r"byte_offset is 18446744073709551552: beyond a signed 64-bit"),
       ("byte_offset_wrapping", dict(data=2**64 - 128, byte_offset=256),
@@ -132,6 +139,20 @@ class HostileProducerTest(parameterized.TestCase):
             dlpack.from_dlpack(producer, copy=copy)
           gc.collect()
           self.assertEqual(producer.deletes, 1)
+
+  def test_any_error_while_reading_a_claimed_capsule_releases_it_once(
+      self) -> None:
+    # Once claimed, the tensor is the patch's alone to release: an error of
+    # any kind while reading it must not leak it.
+    for versioned in (True, False):
+      producer = producers.CraftedProducer(conformance.aligned_array((4,)),
+                                           versioned=versioned)
+      with mock.patch.object(dlpack_capsule, "_tensor_info",
+                             side_effect=MemoryError("reading")):
+        with self.assertRaisesRegex(MemoryError, "reading"):
+          dlpack.from_dlpack(producer)
+      gc.collect()
+      self.assertEqual(producer.deletes, 1, f"versioned={versioned}")
 
   @parameterized.named_parameters(
       ("string", "cpu"), ("one_number", 1), ("none", None),
@@ -207,6 +228,13 @@ class LeakTest(parameterized.TestCase):
     self.assertLess(resident, 16 << 20)
 
 
+def _run_together(threads: list[threading.Thread]) -> None:
+  for thread in threads:
+    thread.start()
+  for thread in threads:
+    thread.join()
+
+
 class ThreadTest(absltest.TestCase):
 
   def test_eight_threads_import_and_export_correctly(self) -> None:
@@ -231,11 +259,8 @@ class ThreadTest(absltest.TestCase):
       except Exception as err:  # pylint: disable=broad-except
         failures.append(f"thread {index}: {type(err).__name__}: {err}")
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for thread in threads:
-      thread.start()
-    for thread in threads:
-      thread.join()
+    _run_together([threading.Thread(target=work, args=(i,))
+                   for i in range(8)])
     self.assertEqual(failures, [])
     self.assertTrue(all(counts), counts)
 
@@ -262,13 +287,9 @@ class ThreadTest(absltest.TestCase):
         jax_patch.install()
         jax_patch.uninstall()
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    threads.append(threading.Thread(target=toggle))
     try:
-      for thread in threads:
-        thread.start()
-      for thread in threads:
-        thread.join()
+      _run_together([threading.Thread(target=work, args=(i,))
+                     for i in range(8)] + [threading.Thread(target=toggle)])
     finally:
       jax_patch.uninstall()
     self.assertEqual(failures, [])

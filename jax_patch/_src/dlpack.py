@@ -122,6 +122,8 @@ def from_dlpack(external_array: Any,
       a platform this JAX has no backend for and no host device was given.
       A ``BufferError`` raised by the producer propagates unchanged.
     TransformationError: called while tracing a JAX transformation.
+    MemoryError: a copy the import needs does not fit in memory (once
+      copied, a broadcast tensor holds every element).
   """
   copy = _check_copy(copy)
   target = dlpack_device.check_target(device)

@@ -35,6 +35,7 @@ import ctypes
 import dataclasses
 import datetime
 import math
+import os
 import struct
 import threading
 from typing import Any, Callable
@@ -255,8 +256,8 @@ def _names(capsule: Any) -> tuple[bool, ctypes.c_char_p, ctypes.c_char_p]:
         "from_dlpack: the DLPack capsule was already consumed; call "
         "__dlpack__ again for a fresh one.")
   raise BufferError(
-      f"Expected a DLPack capsule named 'dltensor' or 'dltensor_versioned', "
-      f"got one named {name!r}.")
+      f"from_dlpack: expected a DLPack capsule named 'dltensor' or "
+      f"'dltensor_versioned', got one named {name!r}.")
 
 
 def _managed_tensor_address(capsule: Any) -> tuple[bool, int]:
@@ -354,35 +355,33 @@ def take(capsule: Any, *, versioned_ok: bool,
       value.
   """
   versioned, address = _claim(capsule)
-  if versioned:
-    raw = bytes(_VERSIONED_BYTES.from_address(address))
-    major, minor, _, deleter, flags = _VERSIONED_HEADER.unpack_from(raw)
-    tensor = raw[_HEADER_SIZE:]
-  else:
-    raw = bytes(_LegacyBytes.from_address(address))
-    (major, minor), flags = (0, 0), 0
-    deleter = _LEGACY_TAIL.unpack_from(raw, _TENSOR_SIZE)[1]
-    tensor = raw[:_TENSOR_SIZE]
-  release = _producer_release(deleter, address)
+  release: Callable[[], None] = lambda: None
   try:
+    if versioned:
+      raw = bytes(_VERSIONED_BYTES.from_address(address))
+      major, minor, _, deleter, flags = _VERSIONED_HEADER.unpack_from(raw)
+      tensor = raw[_HEADER_SIZE:]
+    else:
+      raw = bytes(_LegacyBytes.from_address(address))
+      (major, minor), flags = (0, 0), 0
+      deleter = _LEGACY_TAIL.unpack_from(raw, _TENSOR_SIZE)[1]
+      tensor = raw[:_TENSOR_SIZE]
+    release = _producer_release(deleter, address)
     if versioned and major != MAX_VERSION[0]:
       raise _version_error(major, minor)
     info = _tensor_info(_TENSOR_FIELDS.unpack(tensor), versioned,
                         (major, minor), flags)
+    if (versioned_ok or not versioned) and (deleter or null_deleter_ok):
+      # jaxlib reads the producer's own structure: only the capsule is new.
+      name = _VERSIONED_NAME_PTR if versioned else _LEGACY_NAME_PTR
+      return _capsule_new(address, name,
+                          _REISSUE_DESTRUCTOR_ADDRESS[name.value]), info
+    legacy = _LegacyBytes.from_buffer_copy(
+        tensor + _LEGACY_TAIL.pack(address, _DELETER_ADDRESS))
   except BaseException:
     release()  # Nothing else will: the capsule is claimed.
     raise
-  if (versioned_ok or not versioned) and (deleter or null_deleter_ok):
-    # jaxlib reads the producer's own structure: only the capsule is new.
-    name = _VERSIONED_NAME_PTR if versioned else _LEGACY_NAME_PTR
-    try:
-      return _capsule_new(address, name,
-                          _REISSUE_DESTRUCTOR_ADDRESS[name.value]), info
-    except BaseException:
-      release()
-      raise
-  legacy = _LegacyBytes.from_buffer_copy(
-      tensor + _LEGACY_TAIL.pack(address, _DELETER_ADDRESS))
+  # From here _new_capsule releases the tensor if it fails.
   return _new_capsule(ctypes.addressof(legacy), _LEGACY_NAME_PTR,
                       LEGACY_NAME, legacy, release), info
 
@@ -391,13 +390,39 @@ def _tensor_info(fields: tuple[Any, ...], versioned: bool,
                  version: tuple[int, int], flags: int) -> TensorInfo:
   """Checks and converts the fields of a DLTensor, in declaration order.
 
-  Reads the shape and strides arrays, and nothing the tensor describes.
+  Reads the shape and strides arrays, and none of the tensor's elements.
 
   Raises:
     BufferError: a field no consumer may act on; the message names it.
   """
   (data, device_type, device_id, ndim, code, bits, lanes, shape_address,
    strides_address, byte_offset) = fields
+  dtype = _checked_dtype(code, bits, lanes)
+  shape = _checked_shape(ndim, shape_address, dtype)
+  if ndim and strides_address:
+    strides = _checked_strides(_int64s(strides_address, ndim), dtype)
+  else:
+    strides = _row_major_strides(shape)
+  address = _checked_address(data, byte_offset)
+  _check_span(data, address, shape, strides, dtype,
+              "strides" if ndim and strides_address else "shape")
+  return TensorInfo(
+      versioned=versioned, version=version, flags=flags, address=address,
+      device=(device_type, device_id), dtype=dtype,
+      dl_dtype=(code, bits, lanes), shape=shape, strides=strides)
+
+
+def _checked_dtype(code: int, bits: int, lanes: int) -> np.dtype[Any]:
+  dtype = numpy_dtype((code, bits, lanes))
+  if dtype is None:
+    raise _field_error(
+        "dtype", f"(code={code}, bits={bits}, lanes={lanes})",
+        "not a type JAX reads through DLPack")
+  return dtype
+
+
+def _checked_shape(ndim: int, shape_address: int,
+                   dtype: np.dtype[Any]) -> tuple[int, ...]:
   if not 0 <= ndim <= _MAX_NDIM:
     raise _field_error("ndim", ndim, f"expected 0 to {_MAX_NDIM}")
   if ndim and not shape_address:
@@ -405,28 +430,28 @@ def _tensor_info(fields: tuple[Any, ...], versioned: bool,
   shape = _int64s(shape_address, ndim)
   if any(dim < 0 for dim in shape):
     raise _field_error("shape", shape, "a dimension is negative")
-  dl_dtype = (code, bits, lanes)
-  dtype = numpy_dtype(dl_dtype)
-  if dtype is None:
-    raise _field_error(
-        "dtype", f"(code={code}, bits={bits}, lanes={lanes})",
-        "not a type JAX reads through DLPack")
-  itemsize = dtype.itemsize
   # A result holds every element, even of a broadcast; a zero dimension
   # counts as one, as NumPy counts it.
   if math.prod((max(dim, 1) for dim in shape),
-               start=itemsize) > _MAX_SPAN_BYTES:
+               start=dtype.itemsize) > _MAX_SPAN_BYTES:
     raise _field_error("shape", shape,
                        f"its {dtype} elements need more bytes than any "
                        "address space holds")
-  if ndim and strides_address:
-    strides = _int64s(strides_address, ndim)
-    # jaxlib multiplies every stride by the item size, in 64 bits.
-    if any(abs(stride) * itemsize > _INT64_MAX for stride in strides):
-      raise _field_error("strides", strides,
-                         "a stride in bytes overflows a signed 64-bit offset")
-  else:
-    strides = _row_major_strides(shape)
+  return shape
+
+
+def _checked_strides(strides: tuple[int, ...],
+                     dtype: np.dtype[Any]) -> tuple[int, ...]:
+  # jaxlib multiplies every stride by the item size in 64 bits, also where
+  # the dimension is 0 or 1 and the stride reaches nothing.
+  if any(abs(stride) * dtype.itemsize > _INT64_MAX for stride in strides):
+    raise _field_error("strides", strides,
+                       "a stride in bytes overflows a signed 64-bit offset")
+  return strides
+
+
+def _checked_address(data: int, byte_offset: int) -> int:
+  """Returns ``data + byte_offset``, the address of the first element."""
   if byte_offset > _INT64_MAX:
     raise _field_error("byte_offset", byte_offset,
                        "beyond a signed 64-bit offset")
@@ -434,29 +459,38 @@ def _tensor_info(fields: tuple[Any, ...], versioned: bool,
   if address > _ADDRESS_MAX:
     raise _field_error("byte_offset", byte_offset,
                        f"data + byte_offset wraps around from {data:#x}")
+  return address
+
+
+def _check_span(data: int, address: int, shape: tuple[int, ...],
+                strides: tuple[int, ...], dtype: np.dtype[Any],
+                layout_field: str) -> None:
+  """Checks that the bytes the elements span can exist.
+
+  Args:
+    layout_field: the field that set ``strides``: ``"strides"``, or
+      ``"shape"`` where the producer passed none.
+  """
   low, count = element_span(shape, strides)
-  if count:
-    if not data:
-      raise _field_error("data", "NULL",
-                         f"for a tensor of {math.prod(shape)} elements")
-    first, last = address + low * itemsize, address + (low + count) * itemsize
-    if (count * itemsize > _MAX_SPAN_BYTES or first < 0
-        or last - 1 > _ADDRESS_MAX):
-      raise _field_error(
-          "strides" if ndim and strides_address else "shape",
-          strides if ndim and strides_address else shape,
-          f"at address {address:#x} the tensor spans bytes {first:#x} to "
-          f"{last:#x}, beyond any address space")
-  return TensorInfo(
-      versioned=versioned, version=version, flags=flags, address=address,
-      device=(device_type, device_id), dtype=dtype, dl_dtype=dl_dtype,
-      shape=shape, strides=strides)
+  if not count:
+    return  # No element, no memory.
+  if not data:
+    raise _field_error("data", "NULL",
+                       f"for a tensor of {math.prod(shape)} elements")
+  first = address + low * dtype.itemsize
+  last = first + count * dtype.itemsize
+  if (count * dtype.itemsize > _MAX_SPAN_BYTES or first < 0
+      or last - 1 > _ADDRESS_MAX):
+    raise _field_error(
+        layout_field, strides if layout_field == "strides" else shape,
+        f"at address {address:#x} the tensor spans bytes {first:#x} to "
+        f"{last:#x}, beyond any address space")
 
 
 def _field_error(field: str, value: object, why: str) -> BufferError:
   return BufferError(
       f"from_dlpack: the DLPack tensor's {field} is {value}: {why}. The "
-      "producer's tensor is invalid; nothing was read from it.")
+      "producer's tensor is invalid; none of its elements was read.")
 
 
 def _int64s(address: int, count: int) -> tuple[int, ...]:
@@ -507,6 +541,10 @@ class _LiveTensors:
   def __len__(self) -> int:
     return len(self._entries)
 
+  def renew_lock(self) -> None:
+    """Replaces the lock, in a forked child: only its thread runs there."""
+    self._lock = threading.Lock()
+
 
 def _make_deleter(live: _LiveTensors) -> Any:
   def deleter(address: int | None) -> None:
@@ -539,6 +577,17 @@ def _address_of(function: Any) -> int:
 
 
 live_tensors = _immortal(_LiveTensors())
+
+
+def _renew_locks_after_fork() -> None:
+  # A fork while another thread held a lock leaves it held in the child,
+  # where no thread will release it.
+  global _claim_lock
+  _claim_lock = threading.Lock()
+  live_tensors.renew_lock()
+
+
+os.register_at_fork(after_in_child=_renew_locks_after_fork)
 _DELETER_ADDRESS = _address_of(_make_deleter(live_tensors))
 _DESTRUCTOR_ADDRESS = {
     name.value: _address_of(_make_capsule_destructor(

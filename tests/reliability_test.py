@@ -23,7 +23,7 @@ import os
 import textwrap
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 from unittest import mock
 
 from absl.testing import absltest
@@ -228,16 +228,16 @@ class LeakTest(parameterized.TestCase):
     self.assertLess(resident, 16 << 20)
 
 
-def _run_together(threads: list[threading.Thread]) -> None:
-  for thread in threads:
-    thread.start()
-  for thread in threads:
-    thread.join()
-
-
 class ThreadTest(absltest.TestCase):
 
-  def test_eight_threads_import_and_export_correctly(self) -> None:
+  def _run_eight_threads(
+      self, check: Callable[[int, np.ndarray[Any, Any]], str | None],
+      beside: Callable[[float], None] | None = None) -> None:
+    """Calls ``check(index, source)`` in a loop on 8 threads for 2 s.
+
+    ``check`` returns what went wrong, if anything. ``beside(deadline)``, if
+    given, runs on a ninth thread meanwhile.
+    """
     deadline = time.monotonic() + 2.0 * _SOAK
     failures: list[str] = []
     counts = [0] * 8
@@ -246,54 +246,56 @@ class ThreadTest(absltest.TestCase):
       source = conformance.aligned_array((256,)) + index
       try:
         while time.monotonic() < deadline:
-          imported = dlpack.from_dlpack(source[::1 + index % 2])
-          expected = source[::1 + index % 2]
-          if not np.array_equal(np.asarray(imported), expected):
-            failures.append(f"thread {index}: wrong import")
-          exported = np.from_dlpack(
-              conformance.PreparedCapsule(
-                  dlpack.to_dlpack(imported, max_version=(1, 0))))
-          if not np.array_equal(exported, expected):
-            failures.append(f"thread {index}: wrong export")
+          failure = check(index, source)
+          if failure:
+            failures.append(f"thread {index}: {failure}")
           counts[index] += 1
       except Exception as err:  # pylint: disable=broad-except
         failures.append(f"thread {index}: {type(err).__name__}: {err}")
 
-    _run_together([threading.Thread(target=work, args=(i,))
-                   for i in range(8)])
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    if beside is not None:
+      threads.append(threading.Thread(target=beside, args=(deadline,)))
+    for thread in threads:
+      thread.start()
+    for thread in threads:
+      thread.join()
     self.assertEqual(failures, [])
     self.assertTrue(all(counts), counts)
 
+  def test_eight_threads_import_and_export_correctly(self) -> None:
+    def import_and_export(index: int,
+                          source: np.ndarray[Any, Any]) -> str | None:
+      expected = source[::1 + index % 2]
+      imported = dlpack.from_dlpack(expected)
+      if not np.array_equal(np.asarray(imported), expected):
+        return "wrong import"
+      exported = np.from_dlpack(conformance.PreparedCapsule(
+          dlpack.to_dlpack(imported, max_version=(1, 0))))
+      if not np.array_equal(exported, expected):
+        return "wrong export"
+      return None
+
+    self._run_eight_threads(import_and_export)
+
   def test_imports_stay_right_while_install_is_toggled_beside_them(
       self) -> None:
-    deadline = time.monotonic() + 2.0 * _SOAK
-    failures: list[str] = []
-    counts = [0] * 8
+    def import_(index: int, source: np.ndarray[Any, Any]) -> str | None:
+      del index
+      # Patched or upstream, whichever is installed at that moment.
+      imported = jnp.from_dlpack(source)
+      return None if np.array_equal(np.asarray(imported),
+                                    source) else "wrong import"
 
-    def work(index: int) -> None:
-      source = conformance.aligned_array((256,)) + index
-      try:
-        while time.monotonic() < deadline:
-          # Patched or upstream, whichever is installed at that moment.
-          imported = jnp.from_dlpack(source)
-          if not np.array_equal(np.asarray(imported), source):
-            failures.append(f"thread {index}: wrong import")
-          counts[index] += 1
-      except Exception as err:  # pylint: disable=broad-except
-        failures.append(f"thread {index}: {type(err).__name__}: {err}")
-
-    def toggle() -> None:
+    def toggle(deadline: float) -> None:
       while time.monotonic() < deadline:
         jax_patch.install()
         jax_patch.uninstall()
 
     try:
-      _run_together([threading.Thread(target=work, args=(i,))
-                     for i in range(8)] + [threading.Thread(target=toggle)])
+      self._run_eight_threads(import_, beside=toggle)
     finally:
       jax_patch.uninstall()
-    self.assertEqual(failures, [])
-    self.assertTrue(all(counts), counts)
 
   def test_deleter_called_from_another_thread_is_safe(self) -> None:
     producer = producers.CraftedProducer(conformance.aligned_array((16,)))

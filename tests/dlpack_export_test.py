@@ -23,6 +23,7 @@ import ctypes  # pylint: disable=g-import-not-at-top
 import math
 import types
 from typing import Any
+from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -116,15 +117,16 @@ class ToDLPackTest(absltest.TestCase):
 
 
 def _uncopied_export_version(max_version: tuple[int, int]) -> tuple[int, int]:
-  """The 1.x version an uncopied export carries.
+  """The 1.x version an uncopied float32 export from ``cpu:0`` carries.
 
   jaxlib 0.12 on exports it, stamped with its own version whatever 1.x minor
-  was asked for (the standard allows any); before, the patch stamps the
-  newest it reads, at most ``max_version``.
+  was asked for (the standard allows any); before, NumPy exports its view of
+  the buffer, stamped with NumPy's version.
   """
   if dlpack_compat.JAXLIB_DLPACK_VERSION is not None:
     return dlpack_compat.JAXLIB_DLPACK_VERSION
-  return min(max_version, dlpack_capsule.MAX_VERSION)
+  return dlpack_capsule.inspect(
+      np.zeros(1, np.float32).__dlpack__(max_version=max_version)).version
 
 
 def _write_as_a_legacy_consumer_may(info: dlpack_capsule.TensorInfo) -> None:
@@ -233,6 +235,64 @@ class VersionedExportTest(absltest.TestCase):
 
   def test_stream_minus_one_on_cpu_is_accepted(self) -> None:
     dlpack.to_dlpack(jnp.arange(4.0), stream=-1)
+
+
+class NumpyExportTest(parameterized.TestCase):
+  """Before jaxlib 0.12, NumPy exports its view of a ``cpu:0`` buffer."""
+
+  def setUp(self) -> None:
+    super().setUp()
+    if dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES:
+      self.skipTest("jaxlib 0.12 on exports 1.x capsules itself")
+
+  def _export(self, x: Any) -> tuple[dlpack_capsule.TensorInfo, int]:
+    """A 1.0 export of ``x``, and how many tensors of the patch's it made.
+
+    The general path converts jaxlib's 0.x capsule into one, alive until
+    the capsule is consumed or dies; NumPy's capsule is NumPy's alone.
+    """
+    live = len(dlpack_capsule.live_tensors)
+    capsule = dlpack.to_dlpack(x, max_version=(1, 0))
+    made = len(dlpack_capsule.live_tensors) - live
+    return dlpack_capsule.inspect(capsule), made
+
+  def _export_general(self, x: Any) -> dlpack_capsule.TensorInfo:
+    with mock.patch.object(dlpack, "_export_through_numpy",
+                           return_value=None):
+      info, made = self._export(x)
+    self.assertEqual(made, 1)
+    return info
+
+  @parameterized.named_parameters(
+      ("float32", jnp.float32, (3, 4)), ("int8", jnp.int8, (16,)),
+      ("bool", jnp.bool_, (2, 2, 2)), ("complex64", jnp.complex64, ()),
+      ("zero_size", jnp.float32, (0, 3)))
+  def test_numpy_export_equals_the_general_paths(self, dtype: Any,
+                                                shape: tuple[int, ...]) -> None:
+    x = jnp.zeros(shape, dtype)
+    fast, made = self._export(x)
+    self.assertEqual(made, 0)  # NumPy's capsule.
+    general = self._export_general(x)
+    for field in ("address", "device", "dtype", "shape", "read_only",
+                  "is_copied"):
+      self.assertEqual(getattr(fast, field), getattr(general, field), field)
+    self.assertTrue(fast.read_only)
+    self.assertEqual(fast.address, x.unsafe_buffer_pointer())
+
+  def test_other_cpu_devices_keep_their_device_id(self) -> None:
+    # NumPy's capsule would say (kDLCPU, 0): the general path exports these.
+    x = jax.device_put(jnp.arange(4.0), jax.devices("cpu")[1])
+    info, made = self._export(x)
+    self.assertEqual(made, 1)
+    self.assertEqual(info.device, (dlpack_device.KDL_CPU, 1))
+
+  @parameterized.named_parameters(
+      ("bfloat16", jnp.bfloat16), ("float8", jnp.float8_e4m3fn))
+  def test_dtypes_numpy_does_not_export_take_the_general_path(
+      self, dtype: Any) -> None:
+    info, made = self._export(jnp.zeros(4, dtype))
+    self.assertEqual(made, 1)
+    self.assertEqual(info.dtype, np.dtype(dtype))
 
 
 class DLPackDeviceTest(absltest.TestCase):

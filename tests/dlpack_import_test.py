@@ -25,6 +25,7 @@ import gc  # pylint: disable=g-import-not-at-top
 import tempfile
 import warnings
 from typing import Any
+from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -127,6 +128,70 @@ class LiveObjectTest(parameterized.TestCase):
     gc.collect()
     self.assertEqual(len(dlpack_capsule.live_tensors), live_before)
     self.assertLess(len(gc.get_objects()) - objects_before, 100)
+
+
+class _NumpySubclass(np.ndarray):
+  pass
+
+
+class NumpyFastPathTest(parameterized.TestCase):
+  """A writable NumPy array jaxlib can alias goes straight to jaxlib."""
+
+  def _imports_taken(self, source: Any, **kwargs: Any) -> tuple[Any, int]:
+    """Imports ``source``; returns the result and how often take() ran."""
+    with mock.patch.object(dlpack_capsule, "take",
+                           wraps=dlpack_capsule.take) as take:
+      result = dlpack.from_dlpack(source, **kwargs)
+    return result, take.call_count
+
+  @parameterized.named_parameters(
+      ("copy_none", None), ("copy_false", False))
+  def test_aligned_writable_array_skips_take_and_shares(
+      self, copy: bool | None) -> None:
+    source = conformance.aligned_array((4, 16))
+    live = len(dlpack_capsule.live_tensors)
+    result, taken = self._imports_taken(source, copy=copy)
+    self.assertEqual(taken, 0)
+    # No tensor of the patch's: jaxlib calls NumPy's own C deleter at free.
+    self.assertEqual(len(dlpack_capsule.live_tensors), live)
+    source[0, 0] = 42
+    self.assertEqual(float(result[0, 0]), 42.0)
+
+  @parameterized.named_parameters(
+      ("read_only", lambda a: np.broadcast_to(a, a.shape), {}),
+      ("strided", lambda a: a[:, ::2], {}),
+      ("transposed", lambda a: a.T, {}),
+      ("unaligned", lambda a: a.reshape(-1)[1:], {}),
+      ("copy_true", lambda a: a, dict(copy=True)),
+      ("narrowed_by_x64_off", lambda a: a.astype(np.float64), {}),
+      ("zero_size", lambda a: a[:0], {}),
+      ("subclass", lambda a: a.view(_NumpySubclass), {}),
+  )
+  def test_what_it_cannot_share_as_is_takes_the_general_path(
+      self, view: Any, kwargs: dict[str, Any]) -> None:
+    source = view(conformance.aligned_array((4, 16)))
+    if (source.dtype == np.float64
+        and jax.dtypes.canonicalize_dtype(source.dtype) == source.dtype):
+      self.skipTest("jax_enable_x64 is on: float64 is kept")
+    result, taken = self._imports_taken(source, **kwargs)
+    self.assertEqual(taken, 1)
+    np.testing.assert_array_equal(np.asarray(result), source)
+
+  @parameterized.product(
+      dtype=[np.bool_, np.int8, np.int16, np.int32, np.uint8, np.uint16,
+             np.uint32, np.float16, np.float32, np.complex64],
+      shape=[(16,), (4, 16), (2, 3, 64), (1, 1, 64)])
+  def test_results_equal_the_general_paths(self, dtype: Any,
+                                           shape: tuple[int, ...]) -> None:
+    source = conformance.aligned_array(shape, dtype)
+    fast = dlpack.from_dlpack(source)
+    general = dlpack.from_dlpack(conformance.DLPackOnly(source))
+    self.assertEqual(fast.dtype, general.dtype)
+    self.assertEqual(fast.shape, general.shape)
+    np.testing.assert_array_equal(np.asarray(fast), np.asarray(general))
+    source.reshape(-1)[-1] = 0  # Was nonzero: both must share.
+    self.assertFalse(fast.reshape(-1)[-1])
+    self.assertFalse(general.reshape(-1)[-1])
 
 
 class SnapshotTest(parameterized.TestCase):

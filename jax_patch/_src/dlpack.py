@@ -130,6 +130,10 @@ def from_dlpack(external_array: Any,
   _check_not_tracing()
   if isinstance(external_array, array.ArrayImpl):
     return _from_jax_array(external_array, target, copy)
+  if type(external_array) is np.ndarray:  # pylint: disable=unidiomatic-typecheck
+    result = _from_numpy_as_is(external_array, target, copy)
+    if result is not None:
+      return result
   _check_dlpack_methods(external_array)
   dl_device = dlpack_device.dlpack_device_of(external_array)
   source = dlpack_device.jax_device_for(dl_device)
@@ -141,6 +145,40 @@ def from_dlpack(external_array: Any,
   capsule = _request_capsule(external_array, stream, copy)
   result = _import(capsule, source, dl_device[0], stream, copy,
                    independent=copy is True)
+  return _place(result, target, source)
+
+
+def _from_numpy_as_is(x: np.ndarray[Any, Any],
+                      target: dlpack_device.Target | None,
+                      copy: bool | None) -> Array | None:
+  """Shares a NumPy array jaxlib can alias as it is; ``None`` if it cannot.
+
+  The fast path for the commonest producer: a writable, 64-byte aligned,
+  C-contiguous array of a dtype JAX keeps. NumPy exports it as a 0.x capsule
+  that only this call holds, with the array's own fields and a C deleter
+  that releases it, so there is nothing to claim, check or convert (as
+  :func:`dlpack_capsule.take` does for capsules a producer might share or
+  corrupt), and no Python runs when the result is freed. Everything else,
+  and anything jaxlib refuses, takes the general path.
+  """
+  flags = x.flags
+  if (copy is True or not flags.writeable or not flags.c_contiguous
+      or not x.size or dlpack_capsule.dl_type_code(x.dtype) is None
+      or _canonical_dtype(x.dtype) != x.dtype
+      or (dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS and 1 in x.shape)):
+    return None
+  address = dlpack_capsule.writable_buffer_address(x)
+  source = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
+  if (address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT or source is None
+      or (copy is False and not dlpack_device.is_only(target, source))):
+    return None
+  try:
+    result = dlpack_compat.import_capsule(x.__dlpack__(), source, None,
+                                          _KDL_CPU)
+  except dlpack_compat.RuntimeErrorType:
+    return None
+  if copy is False and result.unsafe_buffer_pointer() != address:
+    raise _copy_required("jaxlib copied the data it was given")
   return _place(result, target, source)
 
 
@@ -577,6 +615,19 @@ def _from_foreign_platform(external_array: Any, dl_device: tuple[int, int],
   return _place(result, target, host)
 
 
+def array_dlpack(self: Array, *, stream: int | Any | None = None,
+                 max_version: tuple[int, int] | None = None,
+                 dl_device: tuple[DLDeviceType | int, int] | None = None,
+                 copy: bool | None = None) -> Any:
+  """``jax.Array.__dlpack__``: :func:`to_dlpack` of the array, as a method.
+
+  Installed in place of JAX's method, which imports ``to_dlpack`` at every
+  call and would otherwise run before it.
+  """
+  return to_dlpack(self, stream=stream, max_version=max_version,
+                   dl_device=dl_device, copy=copy)
+
+
 def to_dlpack(x: Array, stream: int | Any | None = None,
               src_device: Any | None = None,
               dl_device: tuple[DLDeviceType | int, int] | None = None,
@@ -639,11 +690,37 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
     # alias READ_ONLY.
     return dlpack_compat.export_versioned_capsule(
         exported.addressable_data(0), _jaxlib_stream(stream), requested)
+  if not copied:
+    capsule = _export_through_numpy(exported, device, requested)
+    if capsule is not None:
+      return capsule
   capsule = _export_capsule(exported, device, stream)
   flags = (dlpack_capsule.FLAG_IS_COPIED if copied
            else dlpack_capsule.FLAG_READ_ONLY)
   return dlpack_capsule.as_versioned_capsule(
       capsule, min(requested, dlpack_capsule.MAX_VERSION), flags)
+
+
+def _export_through_numpy(x: Array, device: Any,
+                          requested: tuple[int, int]) -> Any | None:
+  """Exports a ``cpu:0`` buffer as NumPy's READ_ONLY 1.x capsule of it.
+
+  The cheapest correct export: NumPy's view of a CPU buffer aliases it and
+  keeps it alive, is read-only (so NumPy sets READ_ONLY), and NumPy builds
+  and releases the capsule in C. ``None`` for what NumPy cannot say: a device
+  id other than 0 (NumPy's capsule says ``(kDLCPU, 0)``), a dtype NumPy does
+  not export (bfloat16, float8), or a view that would be a copy.
+  """
+  if (device.platform != "cpu" or device.local_hardware_id
+      or dlpack_capsule.dl_type_code(x.dtype) is None
+      or x.dtype.kind == "V"):
+    return None
+  view = np.asarray(x)
+  if view.flags.writeable or (
+      not dlpack_compat.NUMPY_VIEW_ALIASES_CPU_BUFFERS
+      and view.ctypes.data != x.unsafe_buffer_pointer()):
+    return None  # Not JAX's buffer itself.
+  return view.__dlpack__(max_version=requested)
 
 
 def _jaxlib_stream(stream: int | Any | None) -> int | Any | None:

@@ -806,6 +806,18 @@ def capsule_for_host_array(array: np.ndarray[Any, Any],
                       (storage, array), lambda: None)
 
 
+def writable_buffer_address(array: np.ndarray[Any, Any]) -> int:
+  """The address of a writable C-contiguous array's first element.
+
+  A fifth of what ``array.ctypes.data`` costs, for the import's fast path.
+  """
+  buffer: Any = array  # NumPy's stubs do not declare the buffer protocol.
+  return ctypes.addressof(_CHAR.from_buffer(buffer))
+
+
+_CHAR = ctypes.c_char
+
+
 def host_view(info: TensorInfo) -> np.ndarray[Any, Any]:
   """Returns a read-only NumPy view of a CPU tensor's elements.
 

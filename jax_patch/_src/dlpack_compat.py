@@ -150,6 +150,11 @@ else:
   # in both.
   _binding = xla_client._xla  # pylint: disable=protected-access
 
+# Whether NumPy's view of a CPU array (``np.asarray``) is the array's own
+# buffer, read-only: measured on every supported release. Past them the
+# export checks the address each time.
+NUMPY_VIEW_ALIASES_CPU_BUFFERS = not IS_UNTESTED_JAXLIB
+
 # The DLPack version jaxlib's own 1.x capsules carry ((1, 3) on 0.12).
 JAXLIB_DLPACK_VERSION: tuple[int, int] | None = (
     (_binding.dlpack_version[0], _binding.dlpack_version[1])

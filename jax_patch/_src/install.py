@@ -55,8 +55,10 @@ def _patches() -> list[_Patch]:
       (jax.dlpack, "from_dlpack", dlpack.from_dlpack),
       (jax.numpy, "from_dlpack", lax_numpy.from_dlpack),
       (jax_src_dlpack, "from_dlpack", dlpack.from_dlpack),
-      # jax.Array.__dlpack__ imports this name at every call.
+      # jax.Array.__dlpack__ imports this name at every call; the method is
+      # replaced too, which saves that import.
       (jax_src_dlpack, "to_dlpack", dlpack.to_dlpack),
+      (array.ArrayImpl, "__dlpack__", dlpack.array_dlpack),
       (array.ArrayImpl, "__dlpack_device__",
        dlpack_device.dlpack_device_of_array),
   ] + [patch for module in (jax.dlpack, vars(jax).get("util"))

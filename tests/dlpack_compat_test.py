@@ -151,6 +151,16 @@ class GateTest(absltest.TestCase):
     self.assertEqual(copied.flags, dlpack_capsule.FLAG_READ_ONLY
                      | dlpack_capsule.FLAG_IS_COPIED)
 
+  def test_numpy_view_gate_matches_jax(self) -> None:
+    for dtype in (jnp.bool_, jnp.int8, jnp.uint32, jnp.float16, jnp.float32,
+                  jnp.complex64):
+      x = jnp.zeros((3, 4), dtype)
+      view = np.asarray(x)
+      self.assertEqual(
+          view.ctypes.data == x.unsafe_buffer_pointer()
+          and not view.flags.writeable,
+          dlpack_compat.NUMPY_VIEW_ALIASES_CPU_BUFFERS, dtype)
+
   def test_null_deleter_gate_matches_jaxlib(self) -> None:
     # The bare binding, handed a 0.x capsule with a NULL deleter over
     # aligned memory it aliases; the abort comes when the import is freed.

@@ -55,7 +55,7 @@ def _public_to_dlpack(module_name: str) -> Any:
 def _entry_points() -> list[Any]:
   return [jax.dlpack.from_dlpack, jnp.from_dlpack,
           jax_src_dlpack.from_dlpack, jax_src_dlpack.to_dlpack,
-          array.ArrayImpl.__dlpack_device__,
+          array.ArrayImpl.__dlpack_device__, array.ArrayImpl.__dlpack__,
           _public_to_dlpack("dlpack"), _public_to_dlpack("util")]
 
 
@@ -84,6 +84,7 @@ class InstallTest(parameterized.TestCase):
     self.assertIs(jax_src_dlpack.to_dlpack, dlpack.to_dlpack)
     self.assertIs(array.ArrayImpl.__dlpack_device__,
                   dlpack_device.dlpack_device_of_array)
+    self.assertIs(array.ArrayImpl.__dlpack__, dlpack.array_dlpack)
 
   @parameterized.parameters("dlpack", "util")
   def test_install_routes_public_to_dlpack_where_jax_has_it(

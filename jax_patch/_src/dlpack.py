@@ -179,7 +179,7 @@ def _from_numpy_as_is(x: np.ndarray[Any, Any],
     return None
   if copy is False and result.unsafe_buffer_pointer() != address:
     raise _copy_required("jaxlib copied the data it was given")
-  return _place(result, target, source)
+  return result if target is None else _place(result, target, source)
 
 
 def _check_copy(copy: object, caller: str = "from_dlpack") -> bool | None:

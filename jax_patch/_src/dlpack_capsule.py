@@ -32,13 +32,12 @@ refused.
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import datetime
 import math
 import os
 import struct
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import ml_dtypes
 import numpy as np
@@ -191,8 +190,7 @@ _DTYPES: dict[tuple[int, int], np.dtype[Any]] = {
 _DL_DTYPES = {dtype: code_bits for code_bits, dtype in _DTYPES.items()}
 
 
-@dataclasses.dataclass(frozen=True)
-class TensorInfo:
+class TensorInfo(NamedTuple):
   """What a DLPack capsule describes, read without taking ownership.
 
   Attributes:

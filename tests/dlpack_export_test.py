@@ -288,6 +288,24 @@ class NumpyExportTest(parameterized.TestCase):
     self.assertEqual(info.device, (dlpack_device.KDL_CPU, 1))
 
   @parameterized.named_parameters(
+      ("numpy_asks_for_1_0", dict(max_version=(1, 0)), 0),
+      ("a_legacy_consumer", dict(), 1),
+      ("a_copy", dict(max_version=(1, 0), copy=True), 1),
+      ("a_stream", dict(max_version=(1, 0), stream=1), 1),
+  )
+  def test_installed_method_skips_to_dlpack_only_where_numpy_can_export(
+      self, kwargs: dict[str, Any], to_dlpack_calls: int) -> None:
+    x = jnp.arange(4.0)
+    with mock.patch.object(dlpack, "to_dlpack",
+                           wraps=dlpack.to_dlpack) as to_dlpack:
+      with jax_patch.patched():
+        try:
+          x.__dlpack__(**kwargs)
+        except BufferError:
+          pass  # stream=1 on the CPU; to_dlpack says so.
+    self.assertEqual(to_dlpack.call_count, to_dlpack_calls)
+
+  @parameterized.named_parameters(
       ("bfloat16", jnp.bfloat16), ("float8", jnp.float8_e4m3fn))
   def test_dtypes_numpy_does_not_export_take_the_general_path(
       self, dtype: Any) -> None:

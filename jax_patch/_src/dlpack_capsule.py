@@ -494,7 +494,11 @@ def _field_error(field: str, value: object, why: str) -> BufferError:
 def _int64s(address: int, count: int) -> tuple[int, ...]:
   if not count:
     return ()
-  return tuple((ctypes.c_int64 * count).from_address(address))
+  return tuple(_INT64_ARRAYS[count].from_address(address))
+
+
+# Made once: ctypes looks an array type up on every `c_int64 * n`.
+_INT64_ARRAYS = [ctypes.c_int64 * count for count in range(_MAX_NDIM + 1)]
 
 
 def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -125,8 +125,9 @@ def _uncopied_export_version(max_version: tuple[int, int]) -> tuple[int, int]:
   """
   if dlpack_compat.JAXLIB_DLPACK_VERSION is not None:
     return dlpack_compat.JAXLIB_DLPACK_VERSION
+  numpy_array: Any = np.zeros(1, np.float32)  # pytype's NumPy lacks it.
   return dlpack_capsule.inspect(
-      np.zeros(1, np.float32).__dlpack__(max_version=max_version)).version
+      numpy_array.__dlpack__(max_version=max_version)).version
 
 
 def _write_as_a_legacy_consumer_may(info: dlpack_capsule.TensorInfo) -> None:

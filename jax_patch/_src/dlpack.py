@@ -172,9 +172,10 @@ def _from_numpy_as_is(x: np.ndarray[Any, Any],
   if (address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT or source is None
       or (copy is False and not dlpack_device.is_only(target, source))):
     return None
+  producer: Any = x  # NumPy's stubs for pytype lack __dlpack__.
   try:
-    result = dlpack_compat.import_capsule(x.__dlpack__(), source, None,
-                                          _KDL_CPU)
+    result = dlpack_compat.import_capsule(producer.__dlpack__(), source,
+                                          None, _KDL_CPU)
   except dlpack_compat.RuntimeErrorType:
     return None
   if copy is False and result.unsafe_buffer_pointer() != address:
@@ -727,7 +728,7 @@ def _export_through_numpy(x: Array, device: Any,
       or dlpack_capsule.dl_type_code(x.dtype) is None
       or x.dtype.kind == "V"):
     return None
-  view = np.asarray(x)
+  view: Any = np.asarray(x)  # NumPy's stubs for pytype lack __dlpack__.
   if view.flags.writeable or (
       not dlpack_compat.NUMPY_VIEW_ALIASES_CPU_BUFFERS
       and view.ctypes.data != x.unsafe_buffer_pointer()):

@@ -432,10 +432,13 @@ def _on_capsule_death(capsule: int | None) -> None:
     state.on_delete()
 
 
+# A producer's C callbacks: ctypes takes the GIL when C calls them, from any
+# thread, as a real producer's deleter must.
+_Callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 # One deleter and one capsule destructor for all cases, alive until the
 # process ends: jaxlib may free a leaked import during interpreter shutdown.
-_DELETER = _immortal(dlpack_capsule._Deleter(_on_delete))
-_DESTRUCTOR = _immortal(dlpack_capsule._Deleter(_on_capsule_death))
+_DELETER = _immortal(_Callback(_on_delete))
+_DESTRUCTOR = _immortal(_Callback(_on_capsule_death))
 
 
 def _address(function: Any) -> int:

@@ -17,6 +17,7 @@
 import contextlib
 import ctypes
 import gc
+import struct
 import sys
 import textwrap
 import threading
@@ -32,6 +33,7 @@ from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
 from tests import fresh_process
+from tests import memory
 from tests import producers
 
 _capsule_new = ctypes.pythonapi.PyCapsule_New
@@ -225,9 +227,9 @@ class DeleterTest(parameterized.TestCase):
     # jaxlib, not the patch, then releases the producer's tensor.
     source = conformance.aligned_array((16,))
     producer = producers.CraftedProducer(source)
-    before = len(dlpack_capsule.live_tensors)
+    before = dlpack_capsule.structures_made
     result = dlpack.from_dlpack(producer, copy=False)
-    converted = len(dlpack_capsule.live_tensors) - before
+    converted = dlpack_capsule.structures_made - before
     self.assertEqual(converted,
                      0 if dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES else 1)
     source[0] = 7
@@ -236,7 +238,62 @@ class DeleterTest(parameterized.TestCase):
     del result
     gc.collect()
     self.assertEqual(producer.deletes, 1)
-    self.assertEqual(len(dlpack_capsule.live_tensors), before)
+
+
+class NumpyReleaseTest(parameterized.TestCase):
+  """NumPy's C release functions do what every structure made here needs.
+
+  A gate: a NumPy whose deleter or capsule destructor changed would leak or
+  double-free what the patch allocates.
+  """
+
+  def _structure(self, owner: Any, versioned: bool) -> tuple[Any, int]:
+    """A capsule of a new structure holding ``owner``, and its size."""
+    size = (ctypes.sizeof(dlpack_capsule._DLManagedTensorVersioned)
+            if versioned else ctypes.sizeof(dlpack_capsule._DLManagedTensor))
+    def layout(structure: int, ctx: int, deleter: int) -> bytes:
+      del structure  # An empty tensor: no field points anywhere.
+      if versioned:
+        return struct.pack("=IIQQQ", 1, 0, ctx, deleter, 0) + bytes(48)
+      return bytes(48) + struct.pack("=QQ", ctx, deleter)
+
+    return dlpack_capsule._new_structure(size, layout, owner,
+                                         versioned), size
+
+  def test_release_functions_are_those_of_numpys_own_capsules(self) -> None:
+    release = dlpack_capsule._numpy_release()
+    self.assertEqual(release, dlpack_capsule._NUMPY)
+    self.assertNotIn(0, release)
+
+  @parameterized.named_parameters(("legacy", False), ("versioned", True))
+  def test_unconsumed_capsule_frees_its_structure_and_drops_the_owner(
+      self, versioned: bool) -> None:
+    owner = [object()]
+    before = sys.getrefcount(owner)
+    with memory.python_heap() as growth:
+      capsule, size = self._structure(owner, versioned)
+      self.assertEqual(sys.getrefcount(owner), before + 1)
+      held = growth()
+      del capsule
+      self.assertEqual(sys.getrefcount(owner), before)
+      self.assertLessEqual(growth(), held - size)
+
+  @parameterized.named_parameters(("legacy", False), ("versioned", True))
+  def test_consumed_capsule_leaves_release_to_the_consumer(
+      self, versioned: bool) -> None:
+    owner = [object()]
+    before = sys.getrefcount(owner)
+    capsule, _ = self._structure(owner, versioned)
+    name = (dlpack_capsule._USED_VERSIONED_NAME_PTR if versioned
+            else dlpack_capsule._USED_LEGACY_NAME_PTR)
+    address = dlpack_capsule._capsule_get_pointer(
+        capsule, dlpack_capsule._VERSIONED_NAME_PTR if versioned
+        else dlpack_capsule._LEGACY_NAME_PTR)
+    dlpack_capsule._capsule_set_name(capsule, name)
+    del capsule
+    self.assertEqual(sys.getrefcount(owner), before + 1)
+    dlpack_capsule._release_now(address, versioned)  # As a consumer would.
+    self.assertEqual(sys.getrefcount(owner), before)
 
 
 class NullDeleterTest(absltest.TestCase):

@@ -37,6 +37,7 @@ from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
+from tests import memory
 from tests import producers
 
 
@@ -216,19 +217,23 @@ class VersionedExportTest(absltest.TestCase):
   # it READ_ONLY); uncopied ones are jaxlib's own from 0.12.
 
   def test_consumer_releasing_the_capsule_releases_the_buffer(self) -> None:
-    before = len(dlpack_capsule.live_tensors)
-    exported = _as_numpy(
-        dlpack.to_dlpack(jnp.arange(4.0), max_version=(1, 0), copy=True))
-    self.assertEqual(len(dlpack_capsule.live_tensors), before + 1)
-    del exported
-    self.assertEqual(len(dlpack_capsule.live_tensors), before)
+    x = jnp.arange(4.0)
+    with memory.python_heap() as growth:
+      exported = [_as_numpy(dlpack.to_dlpack(x, max_version=(1, 0), copy=True))
+                  for _ in range(1000)]
+      # Each holds at least a 1.x structure (80 bytes) and jaxlib's capsule.
+      self.assertGreater(growth(), 1000 * 80)
+      del exported
+      self.assertLess(growth(), 16 << 10)
 
   def test_unconsumed_capsule_releases_the_buffer(self) -> None:
-    before = len(dlpack_capsule.live_tensors)
-    capsule = dlpack.to_dlpack(jnp.arange(4.0), max_version=(1, 0), copy=True)
-    self.assertEqual(len(dlpack_capsule.live_tensors), before + 1)
-    del capsule
-    self.assertEqual(len(dlpack_capsule.live_tensors), before)
+    x = jnp.arange(4.0)
+    with memory.python_heap() as growth:
+      capsules = [dlpack.to_dlpack(x, max_version=(1, 0), copy=True)
+                  for _ in range(1000)]
+      self.assertGreater(growth(), 1000 * 80)
+      del capsules
+      self.assertLess(growth(), 16 << 10)
 
   def test_stream_other_than_none_on_cpu_raises_buffer_error(self) -> None:
     with self.assertRaisesRegex(BufferError, "stream"):
@@ -253,9 +258,9 @@ class NumpyExportTest(parameterized.TestCase):
     before jaxlib 0.5.3), alive until the capsule is consumed or dies;
     NumPy's capsule is NumPy's alone.
     """
-    live = len(dlpack_capsule.live_tensors)
+    before = dlpack_capsule.structures_made
     capsule = dlpack.to_dlpack(x, max_version=(1, 0))
-    made = len(dlpack_capsule.live_tensors) - live
+    made = dlpack_capsule.structures_made - before
     return dlpack_capsule.inspect(capsule), made
 
   def _export_general(self, x: Any) -> dlpack_capsule.TensorInfo:

@@ -12,9 +12,13 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Resident memory of this process, for the leak and memory-map tests."""
+"""Memory of this process, for the leak and memory-map tests."""
 
+from collections.abc import Callable, Iterator
+import contextlib
+import gc
 import resource
+import tracemalloc
 
 PAGE = resource.getpagesize()
 
@@ -22,3 +26,28 @@ PAGE = resource.getpagesize()
 def resident_bytes() -> int:
   with open("/proc/self/statm") as statm:
     return int(statm.read().split()[1]) * PAGE
+
+
+@contextlib.contextmanager
+def python_heap() -> Iterator[Callable[[], int]]:
+  """Traces Python's allocators, ``PyMem_*`` and ``PyObject_*``, meanwhile.
+
+  DLPack structures that NumPy and jax-patch make are ``PyMem_Malloc``
+  blocks, and capsules are Python objects: what leaks of them shows here.
+
+  Yields:
+    A function returning the bytes allocated since the block began and not
+    yet freed, after a garbage collection.
+  """
+  tracemalloc.start()
+  try:
+    gc.collect()
+    start = tracemalloc.get_traced_memory()[0]
+
+    def growth() -> int:
+      gc.collect()
+      return tracemalloc.get_traced_memory()[0] - start
+
+    yield growth
+  finally:
+    tracemalloc.stop()

@@ -45,6 +45,14 @@ requires_torch = unittest.skipUnless(
 _capsule_new = ctypes.pythonapi.PyCapsule_New
 _capsule_new.restype = ctypes.py_object
 _capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+# Called from a capsule destructor, where the capsule's refcount is already
+# zero: it must be passed as a raw pointer, never as a Python object.
+_raw_capsule_is_valid = ctypes.PYFUNCTYPE(
+    ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
+        ("PyCapsule_IsValid", ctypes.pythonapi))
+# A producer's C callbacks: ctypes takes the GIL when C calls them, from any
+# thread, as a real producer's deleter must.
+_Callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 class CraftedProducer:
@@ -63,8 +71,8 @@ class CraftedProducer:
     self.deletes = 0
     self.versioned = versioned
     self.reported_device = (overrides.get("device_type", 1), 0)
-    self._deleter = dlpack_capsule._Deleter(self._on_delete)
-    self._destructor = dlpack_capsule._Deleter(self._on_capsule_death)
+    self._deleter = _Callback(self._on_delete)
+    self._destructor = _Callback(self._on_capsule_death)
     shape = overrides.get("shape", array.shape)
     self._shape = (ctypes.c_int64 * max(len(shape), 1))(*shape)
     strides = overrides.get(
@@ -99,7 +107,7 @@ class CraftedProducer:
     self.deletes += 1
 
   def _on_capsule_death(self, capsule: int) -> None:
-    if dlpack_capsule._raw_capsule_is_valid(capsule, self._name):
+    if _raw_capsule_is_valid(capsule, self._name):
       self.deletes += 1
 
   def __dlpack_device__(self) -> tuple[int, int]:

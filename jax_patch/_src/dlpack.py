@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 from typing import Any
 
 import numpy as np
@@ -125,15 +126,16 @@ def from_dlpack(external_array: Any,
     MemoryError: a copy the import needs does not fit in memory (once
       copied, a broadcast tensor holds every element).
   """
-  copy = _check_copy(copy)
-  target = dlpack_device.check_target(device)
+  if copy is not None:
+    copy = _check_copy(copy)
+  target = None if device is None else dlpack_device.check_target(device)
   _check_not_tracing()
-  if isinstance(external_array, array.ArrayImpl):
-    return _from_jax_array(external_array, target, copy)
   if type(external_array) is np.ndarray:  # pylint: disable=unidiomatic-typecheck
     result = _from_numpy_as_is(external_array, target, copy)
     if result is not None:
       return result
+  elif isinstance(external_array, array.ArrayImpl):
+    return _from_jax_array(external_array, target, copy)
   _check_dlpack_methods(external_array)
   dl_device = dlpack_device.dlpack_device_of(external_array)
   source = dlpack_device.jax_device_for(dl_device)
@@ -144,8 +146,23 @@ def from_dlpack(external_array: Any,
   stream = _consumer_stream(external_array, dl_device, source)
   capsule = _request_capsule(external_array, stream, copy)
   result = _import(capsule, source, dl_device[0], stream, copy,
-                   independent=copy is True)
+                   independent=copy is True,
+                   fresh=_makes_fresh_capsules(external_array))
   return _place(result, target, source)
+
+
+def _makes_fresh_capsules(external_array: Any) -> bool:
+  """Whether each ``__dlpack__`` call of the producer makes a new capsule.
+
+  NumPy's and torch's do: the capsule is the caller's alone, and need not be
+  claimed against other threads. Only their own classes are known to; a
+  subclass may override ``__dlpack__``.
+  """
+  kind = type(external_array)
+  if kind is np.ndarray:
+    return True
+  torch = sys.modules.get("torch")
+  return torch is not None and kind is getattr(torch, "Tensor", None)
 
 
 def _from_numpy_as_is(x: np.ndarray[Any, Any],
@@ -153,34 +170,65 @@ def _from_numpy_as_is(x: np.ndarray[Any, Any],
                       copy: bool | None) -> Array | None:
   """Shares a NumPy array jaxlib can alias as it is; ``None`` if it cannot.
 
-  The fast path for the commonest producer: a writable, 64-byte aligned,
-  C-contiguous array of a dtype JAX keeps. NumPy exports it as a 0.x capsule
-  that only this call holds, with the array's own fields and a C deleter
-  that releases it, so there is nothing to claim, check or convert (as
-  :func:`dlpack_capsule.take` does for capsules a producer might share or
-  corrupt), and no Python runs when the result is freed. Everything else,
-  and anything jaxlib refuses, takes the general path.
+  The fast path for the commonest producer: a C-contiguous array of a dtype
+  JAX keeps, 64-byte aligned (or, where jaxlib copies unaligned data itself,
+  small enough for its copy to be the fastest under ``copy=None``). NumPy's
+  own capsule goes to jaxlib: a 0.x one
+  for a writable array, a READ_ONLY 1.x one for a read-only array (as a 0.x
+  structure holding it, where jaxlib reads only 0.x). Only this call holds
+  it, and NumPy filled it with the array's own fields, so there is nothing
+  to claim or check (as :func:`dlpack_capsule.take` does for capsules a
+  producer might share or corrupt), and NumPy's C functions release it: no
+  Python runs when the result is freed. Everything else, and anything
+  jaxlib refuses, takes the general path.
   """
   flags = x.flags
-  if (copy is True or not flags.writeable or not flags.c_contiguous
-      or not x.size or dlpack_capsule.dl_type_code(x.dtype) is None
-      or _canonical_dtype(x.dtype) != x.dtype
+  if (copy is True or not flags.c_contiguous or not x.size
+      or not _numpy_exports_as_kept(x.dtype)
       or (dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS and 1 in x.shape)):
     return None
-  address = dlpack_capsule.writable_buffer_address(x)
   source = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
-  if (address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT or source is None
-      or (copy is False and not dlpack_device.is_only(target, source))):
+  if source is None or (copy is False
+                        and not dlpack_device.is_only(target, source)):
     return None
   producer: Any = x  # NumPy's stubs for pytype lack __dlpack__.
+  address = None
+  if flags.writeable:
+    capsule = producer.__dlpack__()
+  elif dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES:
+    capsule = producer.__dlpack__(max_version=dlpack_capsule.MAX_VERSION)
+  else:
+    capsule, address = dlpack_capsule.legacy_capsule_of_read_only(x)
+  if dlpack_compat.JAXLIB_COPIES_UNALIGNED:
+    # jaxlib checks the alignment itself: asked not to copy, it refuses
+    # unaligned data, and small unaligned data it copies fastest of all.
+    copies = copy is None and x.nbytes <= _JAXLIB_COPY_MAX_BYTES
+    address = None
+  else:
+    copies = False
+    if address is None:
+      address = dlpack_capsule.writable_buffer_address(x)
+    if address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT:
+      return None  # The capsule dies unconsumed, releasing what it holds.
   try:
-    result = dlpack_compat.import_capsule(producer.__dlpack__(), source,
-                                          None, _KDL_CPU)
+    if copies:
+      result = dlpack_compat.import_aliasing_or_copying(capsule, source,
+                                                        None, _KDL_CPU)
+    else:
+      result = dlpack_compat.import_capsule(capsule, source, None, _KDL_CPU)
   except dlpack_compat.RuntimeErrorType:
     return None
-  if copy is False and result.unsafe_buffer_pointer() != address:
+  if (copy is False and address is not None
+      and result.unsafe_buffer_pointer() != address):
     raise _copy_required("jaxlib copied the data it was given")
   return result if target is None else _place(result, target, source)
+
+
+def _numpy_exports_as_kept(dtype: np.dtype[Any]) -> bool:
+  """Whether NumPy exports ``dtype`` and JAX keeps it as it is."""
+  # JAX changes only 64-bit types, and only with jax_enable_x64 off.
+  return dtype in dlpack_capsule.NUMPY_EXPORTED_DTYPES and (
+      dtype.itemsize < 8 or _canonical_dtype(dtype) == dtype)
 
 
 def _check_copy(copy: object, caller: str = "from_dlpack") -> bool | None:
@@ -299,6 +347,13 @@ def _request_capsule(external_array: Any, stream: int | None,
   what it gets and never copies under it; a ``dl_device`` request cannot be
   dropped, and raises ``BufferError`` instead.
   """
+  if copy is None and dl_device is None:
+    # The commonest request, asked without building the attempts below.
+    try:
+      return external_array.__dlpack__(
+          stream=stream, max_version=dlpack_capsule.MAX_VERSION)
+    except TypeError:
+      return external_array.__dlpack__(stream=stream)
   attempts: list[dict[str, Any]] = [
       {"stream": stream, "max_version": dlpack_capsule.MAX_VERSION}]
   extra: dict[str, Any] = {}
@@ -322,18 +377,22 @@ def _request_capsule(external_array: Any, stream: int | None,
 
 
 def _import(capsule: Any, source: Any, dl_device_type: int,
-            stream: int | None, copy: bool | None, independent: bool) -> Any:
+            stream: int | None, copy: bool | None, independent: bool,
+            fresh: bool = False) -> Any:
   """Imports ``capsule`` onto ``source``, its producer's device.
 
   Args:
     independent: the result must not share memory with the producer.
+    fresh: the producer makes a new capsule per call (see
+      :func:`dlpack_capsule.take`).
   """
   # From here `capsule` owns the producer's memory, which a copy reads: it
   # stays alive until this function returns.
   capsule, info = dlpack_capsule.take(
       capsule,
       versioned_ok=dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES,
-      null_deleter_ok=not dlpack_compat.JAXLIB_ABORTS_ON_NULL_DELETERS)
+      null_deleter_ok=not dlpack_compat.JAXLIB_ABORTS_ON_NULL_DELETERS,
+      fresh=fresh)
   if info.is_copied:
     if copy is False:
       raise _copy_required(
@@ -387,7 +446,8 @@ def _import_small_unaligned(capsule: Any, info: dlpack_capsule.TensorInfo,
       or not _is_compact(info.shape, info.strides)):
     return None
   try:
-    return dlpack_compat.import_copying_unaligned(capsule, source, _KDL_CPU)
+    return dlpack_compat.import_aliasing_or_copying(capsule, source, None,
+                                                    _KDL_CPU)
   except dlpack_compat.RuntimeErrorType:
     return None
 
@@ -725,12 +785,13 @@ def _export_through_numpy(x: Array, device: Any,
   not export (bfloat16, float8), or a view that would be a copy.
   """
   if (device.platform != "cpu" or device.local_hardware_id
-      or dlpack_capsule.dl_type_code(x.dtype) is None
-      or x.dtype.kind == "V"):
+      or x.dtype not in dlpack_capsule.NUMPY_EXPORTED_DTYPES):
     return None
-  view: Any = np.asarray(x)  # NumPy's stubs for pytype lack __dlpack__.
-  if view.flags.writeable or (
-      not dlpack_compat.NUMPY_VIEW_ALIASES_CPU_BUFFERS
+  # What np.asarray(x) returns, without the layers in between: the view of
+  # a cpu:0 buffer, read-only, which keeps the buffer alive.
+  impl: Any = x  # An ArrayImpl, whose _value Array does not declare.
+  view: Any = impl._value  # pylint: disable=protected-access
+  if (not dlpack_compat.NUMPY_VIEW_ALIASES_CPU_BUFFERS
       and view.ctypes.data != x.unsafe_buffer_pointer()):
     return None  # Not JAX's buffer itself.
   return view.__dlpack__(max_version=requested)

@@ -27,13 +27,20 @@ capsules it can release: jaxlib before 0.12 reads only DLPack 0.x capsules
 producer's deleter runs exactly once, when jaxlib (or the capsule made here,
 if never consumed) releases the tensor, or at once when the tensor is
 refused.
+
+What this module allocates is released by NumPy's own C functions for
+DLPack (:class:`_NumpyRelease`), never by Python: freeing an import runs no
+Python code, on any thread, and nothing of this module's is needed once the
+interpreter is shutting down.
 """
 
 from __future__ import annotations
 
 import ctypes
 import datetime
+import functools
 import math
+import operator
 import os
 import struct
 import threading
@@ -113,11 +120,8 @@ class _DLManagedTensorVersioned(ctypes.Structure):
               ("dl_tensor", _DLTensor)]
 
 
-# Our deleters and capsule destructors, called from C: ctypes takes the GIL.
-_Deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 # A producer's deleter, called from here with the GIL held, as NumPy calls
-# it: not every producer takes the GIL itself. jaxlib 0.4.35's, called
-# without it while other threads work, aborts the process.
+# it: not every producer takes the GIL itself.
 _ProducerDeleter = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
 
 
@@ -136,19 +140,18 @@ _capsule_set_name = _capsule_api(
 _capsule_new = _capsule_api(
     "PyCapsule_New", ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
     ctypes.c_void_p)
-# Used from a capsule destructor, where the capsule's refcount is already zero:
-# it must be passed as a raw pointer, never as a Python object.
-_raw_capsule_is_valid = _capsule_api(
-    "PyCapsule_IsValid", ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)
-_raw_capsule_get_pointer = _capsule_api(
-    "PyCapsule_GetPointer", ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)
+_capsule_get_destructor = _capsule_api(
+    "PyCapsule_GetDestructor", ctypes.c_void_p, ctypes.py_object)
+_pymem_malloc = _capsule_api("PyMem_Malloc", ctypes.c_void_p, ctypes.c_size_t)
+_py_incref = _capsule_api("Py_IncRef", None, ctypes.py_object)
 
 
 def _immortal(obj: Any) -> Any:
   """Returns ``obj`` with a reference that is never dropped.
 
   jaxlib may free an imported buffer during interpreter shutdown, after this
-  module's globals are cleared; what its deleter needs must outlive them.
+  module's globals are cleared; what its capsules point at must outlive
+  them.
   """
   ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
   return obj
@@ -188,6 +191,9 @@ _DTYPES: dict[tuple[int, int], np.dtype[Any]] = {
     (14, 8): np.dtype(ml_dtypes.float8_e8m0fnu),
 }
 _DL_DTYPES = {dtype: code_bits for code_bits, dtype in _DTYPES.items()}
+# Those NumPy's own __dlpack__ exports: all but the ml_dtypes ones.
+NUMPY_EXPORTED_DTYPES = frozenset(
+    dtype for dtype in _DTYPES.values() if dtype.kind != "V")
 
 
 class TensorInfo(NamedTuple):
@@ -304,8 +310,10 @@ def inspect(capsule: Any) -> TensorInfo:
     raw = bytes(_VERSIONED_BYTES.from_address(address))
     major, minor, _, _, flags = _VERSIONED_HEADER.unpack_from(raw)
     if major != MAX_VERSION[0]:
-      _refuse_versioned(capsule,
-                        _DLManagedTensorVersioned.from_address(address))
+      # Renamed first, so that the producer's destructor will not call the
+      # deleter a second time; the deleter runs as the new capsule dies.
+      _capsule_set_name(capsule, _USED_VERSIONED_NAME_PTR)
+      _reissue(address, True)
       raise _version_error(major, minor)
     fields = _TENSOR_FIELDS.unpack_from(raw, _HEADER_SIZE)
     return _tensor_info(fields, True, (major, minor), flags)
@@ -323,8 +331,8 @@ def _version_error(major: int, minor: int) -> BufferError:
       f"DLPack {major}.{minor}; that structure exists only from DLPack 1.0.")
 
 
-def take(capsule: Any, *, versioned_ok: bool,
-         null_deleter_ok: bool) -> tuple[Any, TensorInfo]:
+def take(capsule: Any, *, versioned_ok: bool, null_deleter_ok: bool,
+         fresh: bool = False) -> tuple[Any, TensorInfo]:
   """Takes over a producer's capsule for an import, reading it once.
 
   The capsule is claimed (renamed as used) before any field is read, and
@@ -338,8 +346,13 @@ def take(capsule: Any, *, versioned_ok: bool,
     versioned_ok: whether jaxlib reads 1.x capsules; where not, a 1.x
       capsule's tensor is handed over as a 0.x one.
     null_deleter_ok: whether jaxlib copes with a NULL deleter, which DLPack
-      allows; where not, a tensor with one is handed over with a deleter of
-      this module's, which calls nothing.
+      allows; where not, a tensor with one is handed over as a 0.x structure
+      of this module's, whose release calls nothing of the producer's.
+    fresh: ``capsule`` is known to be new and held only by the caller, as
+      NumPy's and torch's ``__dlpack__`` make them: no other thread can
+      consume it, so it is not claimed, and it is itself what jaxlib gets,
+      or what a 0.x structure holds, unconsumed. Its fields are checked all
+      the same.
 
   Returns:
     ``(own, info)``: a capsule jaxlib can consume, which owns the tensor
@@ -352,36 +365,38 @@ def take(capsule: Any, *, versioned_ok: bool,
       version, or a field is invalid; the message names the field and its
       value.
   """
-  versioned, address = _claim(capsule)
-  release: Callable[[], None] = lambda: None
+  if fresh:
+    versioned, address = _managed_tensor_address(capsule)
+    own = capsule
+  else:
+    versioned, address = _claim(capsule)
+    own = _reissue(address, versioned)
+  # From here holding `own` is holding the tensor: where this raises, it dies
+  # with the frame and the producer's deleter runs.
   try:
     if versioned:
       raw = bytes(_VERSIONED_BYTES.from_address(address))
       major, minor, _, deleter, flags = _VERSIONED_HEADER.unpack_from(raw)
       tensor = raw[_HEADER_SIZE:]
+      if major != MAX_VERSION[0]:
+        raise _version_error(major, minor)
     else:
       raw = bytes(_LegacyBytes.from_address(address))
       (major, minor), flags = (0, 0), 0
       deleter = _LEGACY_TAIL.unpack_from(raw, _TENSOR_SIZE)[1]
       tensor = raw[:_TENSOR_SIZE]
-    release = _producer_release(deleter, address)
-    if versioned and major != MAX_VERSION[0]:
-      raise _version_error(major, minor)
     info = _tensor_info(_TENSOR_FIELDS.unpack(tensor), versioned,
                         (major, minor), flags)
     if (versioned_ok or not versioned) and (deleter or null_deleter_ok):
-      # jaxlib reads the producer's own structure: only the capsule is new.
-      name = _VERSIONED_NAME_PTR if versioned else _LEGACY_NAME_PTR
-      return _capsule_new(address, name,
-                          _REISSUE_DESTRUCTOR_ADDRESS[name.value]), info
-    legacy = _LegacyBytes.from_buffer_copy(
-        tensor + _LEGACY_TAIL.pack(address, _DELETER_ADDRESS))
+      return own, info  # jaxlib reads the producer's own structure.
+    # A 0.x structure of the same DLTensor, pointing into the producer's
+    # shape and strides, which live until `own` dies.
+    return _new_structure(_LEGACY_SIZE, _after(tensor), own,
+                          versioned=False), info
   except BaseException:
-    release()  # Nothing else will: the capsule is claimed.
+    # Released now, not when the traceback's frames die.
+    del own
     raise
-  # From here _new_capsule releases the tensor if it fails.
-  return _new_capsule(ctypes.addressof(legacy), _LEGACY_NAME_PTR,
-                      LEGACY_NAME, legacy, release), info
 
 
 def _tensor_info(fields: tuple[Any, ...], versioned: bool,
@@ -395,6 +410,11 @@ def _tensor_info(fields: tuple[Any, ...], versioned: bool,
   """
   (data, device_type, device_id, ndim, code, bits, lanes, shape_address,
    strides_address, byte_offset) = fields
+  common = _common_layout(fields)
+  if common is not None:
+    return TensorInfo(versioned, version, flags, data + byte_offset,
+                      (device_type, device_id), common[0],
+                      (code, bits, lanes), common[1], common[2])
   dtype = _checked_dtype(code, bits, lanes)
   shape = _checked_shape(ndim, shape_address, dtype)
   if ndim and strides_address:
@@ -408,6 +428,40 @@ def _tensor_info(fields: tuple[Any, ...], versioned: bool,
       versioned=versioned, version=version, flags=flags, address=address,
       device=(device_type, device_id), dtype=dtype,
       dl_dtype=(code, bits, lanes), shape=shape, strides=strides)
+
+
+def _common_layout(
+    fields: tuple[Any, ...]
+) -> tuple[np.dtype[Any], tuple[int, ...], tuple[int, ...]] | None:
+  """``(dtype, shape, strides)`` of the commonest valid tensors, else ``None``.
+
+  Every producer's everyday tensor: a known dtype, one or more dimensions,
+  none empty, strides given and none negative. For those the checks of
+  :func:`_tensor_info` reduce to a few bounds, checked here with a
+  fraction of the work; everything else, valid or not, is ``None``, and
+  takes the field-by-field checks, which word any refusal.
+  """
+  (data, _, _, ndim, code, bits, lanes, shape_address, strides_address,
+   byte_offset) = fields
+  dtype = _DTYPES.get((code, bits)) if lanes == 1 else None
+  if (dtype is None or not 0 < ndim <= _MAX_NDIM or not shape_address
+      or not strides_address or not data or byte_offset > _INT64_MAX):
+    return None
+  shape = tuple(_INT64_ARRAYS[ndim].from_address(shape_address))
+  strides = tuple(_INT64_ARRAYS[ndim].from_address(strides_address))
+  itemsize = dtype.itemsize
+  if (min(shape) < 1 or min(strides) < 0
+      or max(strides) * itemsize > _INT64_MAX
+      or math.prod(shape) * itemsize > _MAX_SPAN_BYTES):
+    return None
+  # With no dimension empty and no stride negative, the elements span from
+  # the first to sum(stride * (dim - 1)) past it.
+  span_bytes = (sum(map(operator.mul, strides, shape)) - sum(strides)
+                + 1) * itemsize
+  if (span_bytes > _MAX_SPAN_BYTES
+      or data + byte_offset + span_bytes - 1 > _ADDRESS_MAX):
+    return None
+  return dtype, shape, strides
 
 
 def _checked_dtype(code: int, bits: int, lanes: int) -> np.dtype[Any]:
@@ -509,161 +563,153 @@ def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
   return tuple(reversed(strides))
 
 
-def _refuse_versioned(capsule: Any,
-                      managed: _DLManagedTensorVersioned) -> None:
-  # Renamed first, so that the producer's capsule destructor will not call
-  # the deleter a second time.
-  _capsule_set_name(capsule, _USED_VERSIONED_NAME_PTR)
-  if managed.deleter:
-    _ProducerDeleter(managed.deleter)(ctypes.addressof(managed))
-
-
-class _LiveTensors:
-  """Managed tensors this module made, with what each keeps alive.
-
-  A tensor leaves exactly once, when its deleter runs. The methods read no
-  module globals, so they still work during interpreter shutdown.
-  """
-
-  def __init__(self) -> None:
-    self._lock = threading.Lock()
-    self._entries: dict[int, tuple[Any, Callable[[], None]]] = {}
-
-  def add(self, address: int, keep_alive: Any,
-          on_release: Callable[[], None]) -> None:
-    with self._lock:
-      self._entries[address] = (keep_alive, on_release)
-
-  def release(self, address: int) -> None:
-    with self._lock:
-      entry = self._entries.pop(address, None)
-    if entry is not None:
-      entry[1]()
-
-  def __len__(self) -> int:
-    return len(self._entries)
-
-  def renew_lock(self) -> None:
-    """Replaces the lock, in a forked child: only its thread runs there."""
-    self._lock = threading.Lock()
-
-
-def _make_deleter(live: _LiveTensors) -> Any:
-  def deleter(address: int | None) -> None:
-    # Runs on whichever thread frees the tensor; ctypes takes the GIL
-    # first. Nothing may escape into C.
-    try:
-      if address:
-        live.release(address)
-    except BaseException:  # pylint: disable=broad-except
-      pass
-  return _immortal(_Deleter(deleter))
-
-
-def _make_capsule_destructor(live: _LiveTensors, name: ctypes.c_char_p,
-                             is_valid: Any, get_pointer: Any) -> Any:
-  def destructor(capsule: int | None) -> None:
-    # A capsule of ours that dies still owns its tensor unless a consumer
-    # took it (and renamed the capsule).
-    try:
-      if capsule and is_valid(capsule, name):
-        live.release(get_pointer(capsule, name))
-    except BaseException:  # pylint: disable=broad-except
-      pass
-  return _immortal(_Deleter(destructor))
-
-
-def _address_of(function: Any) -> int:
-  address: int = ctypes.cast(function, ctypes.c_void_p).value or 0
-  return address
-
-
-live_tensors = _immortal(_LiveTensors())
-
-
-def _renew_locks_after_fork() -> None:
-  # A fork while another thread held a lock leaves it held in the child,
-  # where no thread will release it.
-  global _claim_lock
-  _claim_lock = threading.Lock()
-  live_tensors.renew_lock()
-
-
-os.register_at_fork(after_in_child=_renew_locks_after_fork)
-_DELETER_ADDRESS = _address_of(_make_deleter(live_tensors))
-_DESTRUCTOR_ADDRESS = {
-    name.value: _address_of(_make_capsule_destructor(
-        live_tensors, name, _raw_capsule_is_valid, _raw_capsule_get_pointer))
-    for name in (_LEGACY_NAME_PTR, _VERSIONED_NAME_PTR)}
-
-
-def _make_reissue_destructor(name: ctypes.c_char_p, deleter_offset: int,
-                             is_valid: Any, get_pointer: Any,
-                             read_address: Any, deleter_call: Any) -> Any:
-  def destructor(capsule: int | None) -> None:
-    # Destroys a new capsule for a producer's own managed tensor: if no
-    # consumer took it, the tensor's deleter runs, as the producer's capsule
-    # destructor would have run it.
-    try:
-      if capsule and is_valid(capsule, name):
-        managed = get_pointer(capsule, name)
-        deleter = read_address(managed + deleter_offset).value
-        if deleter:
-          deleter_call(deleter)(managed)
-    except BaseException:  # pylint: disable=broad-except
-      pass
-  return _immortal(_Deleter(destructor))
-
-
-_REISSUE_DESTRUCTOR_ADDRESS = {
-    name.value: _address_of(_make_reissue_destructor(
-        name, getattr(structure, "deleter").offset, _raw_capsule_is_valid,
-        _raw_capsule_get_pointer, ctypes.c_void_p.from_address,
-        _ProducerDeleter))
-    for name, structure in ((_LEGACY_NAME_PTR, _DLManagedTensor),
-                            (_VERSIONED_NAME_PTR, _DLManagedTensorVersioned))}
-
-
-def _new_capsule(address: int, name: ctypes.c_char_p, name_value: bytes,
-                 keep_alive: Any, on_release: Callable[[], None]) -> Any:
-  """Wraps the managed tensor at ``address``, whose deleter is ours."""
-  live_tensors.add(address, keep_alive, on_release)
-  try:
-    return _capsule_new(address, name, _DESTRUCTOR_ADDRESS[name_value])
-  except BaseException:
-    live_tensors.release(address)
-    raise
-
-
-# Producers have one deleter each: wrapping it once saves a ctypes
-# construction per import.
-_deleter_calls: dict[int, Any] = {}
-
-
-def _producer_release(deleter: int | None,
-                      address: int) -> Callable[[], None]:
-  """Returns a call of the producer's ``deleter`` on its tensor."""
-  if not deleter:
-    return lambda: None
-  call = _deleter_calls.get(deleter)
-  if call is None:
-    call = _deleter_calls.setdefault(deleter, _ProducerDeleter(deleter))
-  return lambda: call(address)
-
-
-# The import fast path reads structures as bytes: one ctypes call and one
-# unpack cost far less than a ctypes field access each.
+# The structures are read and written as bytes: one ctypes call and one
+# (un)pack cost far less than a ctypes field access each.
 _VERSIONED_HEADER = struct.Struct("=IIQQQ")  # version, ctx, deleter, flags
 _TENSOR_FIELDS = struct.Struct("=QiiiBBHQQQ")  # DLTensor, in field order
 _LEGACY_TAIL = struct.Struct("=QQ")  # manager_ctx, deleter
 _HEADER_SIZE = _VERSIONED_HEADER.size
 _TENSOR_SIZE = _TENSOR_FIELDS.size
+_LEGACY_SIZE = _TENSOR_SIZE + _LEGACY_TAIL.size
 assert _TENSOR_SIZE == ctypes.sizeof(_DLTensor)
+assert _LEGACY_SIZE == ctypes.sizeof(_DLManagedTensor)
 assert _HEADER_SIZE + _TENSOR_SIZE == ctypes.sizeof(_DLManagedTensorVersioned)
-# Views of foreign memory, and the storage of a converted 0.x tensor.
 _TENSOR_BYTES = ctypes.c_char * _TENSOR_SIZE
 _VERSIONED_BYTES = ctypes.c_char * (_HEADER_SIZE + _TENSOR_SIZE)
-_LegacyBytes = ctypes.c_char * ctypes.sizeof(_DLManagedTensor)
+_LegacyBytes = ctypes.c_char * _LEGACY_SIZE
+
+
+class _NumpyRelease(NamedTuple):
+  """NumPy's C functions that release DLPack structures, by address.
+
+  Every structure this module makes is released by them, so that no Python
+  runs when jaxlib frees an import, on whichever thread, and none can run
+  after the interpreter has finalised (NumPy's deleters then leak, as they
+  must). From NumPy 2.0 to 2.5 and on its main branch (read in
+  ``numpy/_core/src/multiarray/dlpack.c``; ``GateTest`` checks the installed
+  one):
+
+  Attributes:
+    legacy_deleter, versioned_deleter: a ``DLManagedTensor[Versioned]``
+      deleter. With the GIL taken, it frees the structure, one
+      ``PyMem_Malloc`` block, and drops one reference to ``manager_ctx``.
+    legacy_destructor, versioned_destructor: a capsule destructor. Unless
+      the capsule was renamed as used, it calls the tensor's deleter, if not
+      NULL, as the DLPack spec has every producer's destructor do.
+  """
+  legacy_deleter: int
+  versioned_deleter: int
+  legacy_destructor: int
+  versioned_destructor: int
+
+
+def _numpy_release() -> _NumpyRelease:
+  """Reads NumPy's release functions out of capsules NumPy makes."""
+  probe: Any = np.zeros(1, np.uint8)  # NumPy's stubs for pytype lack __dlpack__.
+  legacy = probe.__dlpack__()
+  versioned = probe.__dlpack__(max_version=(1, 0))
+  legacy_managed = _capsule_get_pointer(legacy, _LEGACY_NAME_PTR)
+  versioned_managed = _capsule_get_pointer(versioned, _VERSIONED_NAME_PTR)
+  # The capsules die unconsumed, and NumPy releases what it allocated.
+  return _NumpyRelease(
+      legacy_deleter=_LEGACY_TAIL.unpack(
+          _LEGACY_TAIL_BYTES.from_address(legacy_managed + _TENSOR_SIZE))[1],
+      versioned_deleter=_VERSIONED_HEADER.unpack(
+          _VERSIONED_HEADER_BYTES.from_address(versioned_managed))[3],
+      legacy_destructor=_capsule_get_destructor(legacy),
+      versioned_destructor=_capsule_get_destructor(versioned))
+
+
+_LEGACY_TAIL_BYTES = ctypes.c_char * _LEGACY_TAIL.size
+_VERSIONED_HEADER_BYTES = ctypes.c_char * _HEADER_SIZE
+_NUMPY = _numpy_release()
+_DESTRUCTORS = {False: _NUMPY.legacy_destructor,
+                True: _NUMPY.versioned_destructor}
+
+
+def _reissue(address: int, versioned: bool) -> Any:
+  """Returns a new capsule for a claimed managed tensor, which it then owns.
+
+  Unless a consumer takes it, the tensor's deleter runs when the capsule
+  dies, in NumPy's destructor: holding the capsule is holding the tensor.
+  """
+  name = _VERSIONED_NAME_PTR if versioned else _LEGACY_NAME_PTR
+  try:
+    return _capsule_new(address, name, _DESTRUCTORS[versioned])
+  except BaseException:
+    _release_now(address, versioned)  # Nothing else will.
+    raise
+
+
+def _release_now(address: int, versioned: bool) -> None:
+  """Calls a claimed managed tensor's deleter, if it has one."""
+  offset = (_DLManagedTensorVersioned.deleter.offset if versioned
+            else _DLManagedTensor.deleter.offset)
+  deleter = ctypes.c_void_p.from_address(address + offset).value
+  if deleter:
+    _ProducerDeleter(deleter)(address)
+
+
+def _new_structure(size: int, layout: Callable[[int, int, int], bytes],
+                   owner: Any, versioned: bool) -> Any:
+  """Returns a capsule of a new managed tensor, which keeps ``owner`` alive.
+
+  Args:
+    size: the bytes to allocate: the structure, and any shape and strides
+      stored after it.
+    layout: ``layout(address, manager_ctx, deleter)`` returns the ``size``
+      bytes to write at ``address``, with those two fields as given.
+    owner: what the tensor needs alive until it is released: releasing it
+      drops this reference, which may release a tensor ``owner`` holds.
+    versioned: whether the structure is a ``DLManagedTensorVersioned``.
+  """
+  structure = _pymem_malloc(size)
+  if not structure:
+    raise MemoryError("from_dlpack: no memory for a DLPack structure.")
+  deleter = (_NUMPY.versioned_deleter if versioned
+             else _NUMPY.legacy_deleter)
+  _byte_array(size).from_address(structure).raw = layout(
+      structure, id(owner), deleter)
+  _py_incref(owner)
+  global structures_made
+  structures_made += 1
+  name = _VERSIONED_NAME_PTR if versioned else _LEGACY_NAME_PTR
+  try:
+    return _capsule_new(structure, name, _DESTRUCTORS[versioned])
+  except BaseException:
+    _release_now(structure, versioned)  # Frees it and drops ``owner``.
+    raise
+
+
+@functools.lru_cache(maxsize=None)
+def _byte_array(size: int) -> Any:
+  # Made once per size: ctypes looks an array type up on every `c_char * n`.
+  return ctypes.c_char * size
+
+
+def _after(tensor: bytes) -> Callable[[int, int, int], bytes]:
+  """The layout of a 0.x structure of ``tensor``, a ``DLTensor``'s bytes.
+
+  Its shape and strides stay where ``tensor`` points: in the structure the
+  new one's owner holds.
+  """
+  return lambda _, manager_ctx, deleter: tensor + _LEGACY_TAIL.pack(
+      manager_ctx, deleter)
+
+
+# How many managed tensors this module has made: a count tests read to see
+# which path an import or export took.
+structures_made = 0
+
+
+def _renew_lock_after_fork() -> None:
+  # A fork while another thread held the lock leaves it held in the child,
+  # where no thread will release it.
+  global _claim_lock
+  _claim_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_renew_lock_after_fork)
 
 
 def numpy_dtype(dl_dtype: tuple[int, int, int]) -> np.dtype[Any] | None:
@@ -675,25 +721,30 @@ def as_versioned_capsule(capsule: Any, version: tuple[int, int],
                          flags: int) -> Any:
   """Returns a 1.x capsule for the tensor of a 0.x one, taking it over.
 
-  ``capsule`` is renamed ``"used_dltensor"``; its deleter runs exactly once,
-  when the new capsule's consumer releases the tensor, or when the new
-  capsule dies unconsumed.
+  The new tensor holds ``capsule``, unconsumed; its destructor runs the
+  tensor's deleter exactly once, when the new capsule's consumer releases
+  the tensor, or when the new capsule dies unconsumed.
 
   Args:
-    capsule: a 0.x capsule, such as jaxlib exports.
+    capsule: a 0.x capsule only the caller holds, such as jaxlib exports; the
+      caller must not hand it to anything else.
     version: the ``(1, minor)`` to stamp on the new capsule.
     flags: the 1.x flags (``FLAG_READ_ONLY``, ``FLAG_IS_COPIED``).
   """
   versioned, address = _managed_tensor_address(capsule)
   if versioned:
     raise ValueError("as_versioned_capsule takes a 0.x capsule.")
-  raw = bytes(_LegacyBytes.from_address(address))
-  _, deleter = _LEGACY_TAIL.unpack_from(raw, _TENSOR_SIZE)
-  managed = _VERSIONED_BYTES.from_buffer_copy(
-      _VERSIONED_HEADER.pack(version[0], version[1], address,
-                             _DELETER_ADDRESS, flags) + raw[:_TENSOR_SIZE])
-  return _own(managed, _VERSIONED_NAME_PTR, VERSIONED_NAME, capsule,
-              _USED_LEGACY_NAME_PTR, _producer_release(deleter, address))
+  # The 0.x capsule stays unconsumed, held by the new tensor: when that is
+  # released, the capsule dies and its destructor releases what it holds.
+  tensor = bytes(_TENSOR_BYTES.from_address(address))
+
+  def layout(structure: int, manager_ctx: int, deleter: int) -> bytes:
+    del structure  # The DLTensor points into the 0.x structure.
+    return _VERSIONED_HEADER.pack(version[0], version[1], manager_ctx,
+                                  deleter, flags) + tensor
+
+  return _new_structure(_HEADER_SIZE + _TENSOR_SIZE, layout, capsule,
+                        versioned=True)
 
 
 def element_span(shape: tuple[int, ...],
@@ -719,53 +770,37 @@ def as_span_capsule(capsule: Any,
 
   The new tensor is one row-major vector of ``info.dtype``, from the lowest
   element the strides reach to the highest: a layout every jaxlib aliases,
-  from which the strided tensor can be gathered. ``capsule`` is renamed as
-  used; its producer's deleter runs exactly once, when the new capsule's
-  consumer releases the tensor or the new capsule dies unconsumed.
+  from which the strided tensor can be gathered. The new tensor holds
+  ``capsule``, unconsumed, so its producer's deleter runs exactly once, when
+  the new capsule's consumer releases the tensor or the new capsule dies
+  unconsumed, and ``capsule`` with it.
 
   Args:
-    capsule: the 0.x or 1.x capsule ``info`` was read from, unconsumed.
-    info: what :func:`take` or :func:`inspect` read from it.
+    capsule: a capsule :func:`take` returned, unconsumed, and the ``info``
+      it returned with it; the caller must not hand ``capsule`` to anything
+      else.
+    info: what :func:`take` read.
 
   Returns:
     ``(span_capsule, first, count)``: the new capsule, the offset of the
     tensor's first element in the vector and the vector's length, in
     elements.
   """
-  versioned, address = _managed_tensor_address(capsule)
-  if versioned:
-    deleter = _VERSIONED_HEADER.unpack_from(
-        _VERSIONED_BYTES.from_address(address))[3]
-  else:
-    deleter = _LEGACY_TAIL.unpack_from(
-        _LegacyBytes.from_address(address), _TENSOR_SIZE)[1]
   low, count = element_span(info.shape, info.strides)
-  legacy_size = ctypes.sizeof(_DLManagedTensor)
-  storage = (ctypes.c_char * (legacy_size + 8))()
-  shape_address = ctypes.addressof(storage) + legacy_size
-  struct.pack_into(
-      f"={_TENSOR_FIELDS.format[1:]}QQq", storage, 0,
-      info.address + low * info.dtype.itemsize, *info.device, 1,
-      *info.dl_dtype, shape_address, 0, 0, address, _DELETER_ADDRESS, count)
-  used_name = (_USED_VERSIONED_NAME_PTR if versioned
-               else _USED_LEGACY_NAME_PTR)
-  span = _own(storage, _LEGACY_NAME_PTR, LEGACY_NAME, capsule, used_name,
-              _producer_release(deleter, address))
+  first = info.address + low * info.dtype.itemsize
+
+  def layout(structure: int, manager_ctx: int, deleter: int) -> bytes:
+    # The one dimension is stored after the structure; NULL strides mean
+    # row-major.
+    return _TENSOR_FIELDS.pack(
+        first, *info.device, 1, *info.dl_dtype, structure + _LEGACY_SIZE, 0,
+        0) + _LEGACY_TAIL.pack(manager_ctx, deleter) + _INT64.pack(count)
+
+  span = _new_structure(_LEGACY_SIZE + 8, layout, capsule, versioned=False)
   return span, -low, count
 
 
-def _own(managed: Any, name: ctypes.c_char_p, name_value: bytes,
-         capsule: Any, used_name: ctypes.c_char_p,
-         on_release: Callable[[], None]) -> Any:
-  """Wraps ``managed`` in a new capsule and retires ``capsule``.
-
-  ``managed`` is the new tensor's storage, kept alive until its deleter
-  runs; ``on_release`` then releases the tensor ``capsule`` owned.
-  """
-  converted = _new_capsule(ctypes.addressof(managed), name, name_value,
-                           managed, on_release)
-  _capsule_set_name(capsule, used_name)
-  return converted
+_INT64 = struct.Struct("=q")
 
 
 def dl_type_code(dtype: np.dtype[Any]) -> int | None:
@@ -792,20 +827,44 @@ def capsule_for_host_array(array: np.ndarray[Any, Any],
   if code_bits is None:
     raise BufferError(f"dtype {array.dtype} has no DLPack equivalent.")
   ndim = array.ndim
-  # One allocation: the managed tensor, then its shape and strides.
-  legacy_size = ctypes.sizeof(_DLManagedTensor)
-  storage = (ctypes.c_char * (legacy_size + 16 * ndim))()
-  address = ctypes.addressof(storage)
-  shape_address = address + legacy_size
-  strides_address = shape_address + 8 * ndim
-  struct.pack_into(
-      f"={_TENSOR_FIELDS.format[1:]}QQ{2 * ndim}q", storage, 0,
-      array.ctypes.data, KDL_CPU, device_id, ndim, code_bits[0],
-      code_bits[1], 1, shape_address if ndim else 0,
-      strides_address if ndim else 0, 0, 0, _DELETER_ADDRESS, *array.shape,
-      *(s // array.itemsize for s in array.strides))
-  return _new_capsule(address, _LEGACY_NAME_PTR, LEGACY_NAME,
-                      (storage, array), lambda: None)
+  data = array.ctypes.data
+  dims = (*array.shape, *(s // array.itemsize for s in array.strides))
+
+  def layout(structure: int, manager_ctx: int, deleter: int) -> bytes:
+    # As NumPy lays its own out: the shape, then the strides, after the
+    # structure, in the same allocation.
+    shape_address = structure + _LEGACY_SIZE if ndim else 0
+    strides_address = shape_address + 8 * ndim if ndim else 0
+    return _TENSOR_FIELDS.pack(
+        data, KDL_CPU, device_id, ndim, code_bits[0], code_bits[1], 1,
+        shape_address, strides_address, 0) + _LEGACY_TAIL.pack(
+            manager_ctx, deleter) + struct.pack(f"={2 * ndim}q", *dims)
+
+  return _new_structure(_LEGACY_SIZE + 16 * ndim, layout, array,
+                        versioned=False)
+
+
+def legacy_capsule_of_read_only(
+    array: np.ndarray[Any, Any]) -> tuple[Any, int]:
+  """A 0.x capsule of a read-only NumPy array, and its data address.
+
+  For jaxlib that reads only 0.x capsules. NumPy exports a read-only array
+  only as a READ_ONLY 1.x capsule, which only the caller holds and whose
+  fields NumPy filled, so there is nothing to claim or check: a 0.x
+  structure of the same tensor holds it, unconsumed, and it releases the
+  array when the structure is released.
+
+  Args:
+    array: a read-only ``numpy.ndarray`` of a dtype NumPy exports.
+  """
+  producer: Any = array  # NumPy's stubs for pytype lack __dlpack__.
+  capsule = producer.__dlpack__(max_version=MAX_VERSION)
+  managed = _capsule_get_pointer(capsule, _VERSIONED_NAME_PTR)
+  tensor = bytes(_TENSOR_BYTES.from_address(managed + _HEADER_SIZE))
+  fields = _TENSOR_FIELDS.unpack(tensor)
+  address: int = fields[0] + fields[9]  # data + byte_offset
+  return _new_structure(_LEGACY_SIZE, _after(tensor), capsule,
+                        versioned=False), address
 
 
 def writable_buffer_address(array: np.ndarray[Any, Any]) -> int:

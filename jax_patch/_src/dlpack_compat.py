@@ -30,7 +30,7 @@ made it, so a jaxlib number also bounds the JAX beside it.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from jax._src import core
 from jax._src import dtypes
@@ -172,42 +172,6 @@ else:
   from jax._src.numpy import lax_numpy as scalar_types  # type: ignore[no-redef,unused-ignore]
 
 
-def import_capsule(capsule: Any, device: Any, stream: int | None,
-                   dl_device_type: int) -> Any:
-  """Hands a capsule to jaxlib, which must not copy it.
-
-  A DLPack 0.x capsule on every version; a 1.x one only where
-  ``JAXLIB_READS_VERSIONED_CAPSULES``.
-
-  Returns:
-    The ``ArrayImpl`` aliasing the capsule's memory; jaxlib has consumed the
-    capsule.
-
-  Raises:
-    RuntimeErrorType: jaxlib cannot alias the memory; the capsule is then
-      left unconsumed.
-  """
-  return _import(capsule, device, stream, dl_device_type, False)
-
-
-# Whether jaxlib can be asked to copy an unaligned host buffer itself.
-JAXLIB_COPIES_UNALIGNED = _BINDING_TAKES_COPY
-
-
-def import_copying_unaligned(capsule: Any, device: Any,
-                             dl_device_type: int) -> Any:
-  """Hands jaxlib a compact but unaligned host capsule to copy itself.
-
-  Only for ``JAXLIB_COPIES_UNALIGNED``. jaxlib's copy is the cheapest for
-  small arrays and the slowest for large ones.
-
-  Raises:
-    RuntimeErrorType: jaxlib cannot import it (say, non-compact strides);
-      the capsule is then left unconsumed.
-  """
-  return _import(capsule, device, None, dl_device_type, None)
-
-
 def _import(capsule: Any, device: Any, stream: int | None,
             dl_device_type: int, copy: bool | None) -> Any:
   if _BINDING_SHAPE_PROBLEM is not None:
@@ -284,6 +248,46 @@ def binding_shape_problem() -> str | None:
 # there from_dlpack and to_dlpack refuse with this reason rather than guess.
 _BINDING_SHAPE_PROBLEM = (binding_shape_problem() if IS_UNTESTED_JAXLIB
                           else None)
+
+
+def _bind_import(
+    copy: bool | None) -> Callable[[Any, Any, int | None, int], Any]:
+  """The binding, called as this jaxlib's shape of it needs, with ``copy``.
+
+  Bound once: every import calls it, and the binding's shape does not
+  change.
+  """
+  convert = _binding.dlpack_managed_tensor_to_buffer
+  if _BINDING_SHAPE_PROBLEM is not None:
+    return lambda capsule, device, stream, dl_device_type: _import(
+        capsule, device, stream, dl_device_type, copy)
+  if _BINDING_TAKES_DL_DEVICE_TYPE:
+    return lambda capsule, device, stream, dl_device_type: convert(
+        capsule, device, stream, copy, dl_device_type)
+  if _BINDING_TAKES_COPY:
+    return lambda capsule, device, stream, dl_device_type: convert(
+        capsule, device, stream, copy)
+  return lambda capsule, device, stream, dl_device_type: convert(
+      capsule, device, stream)
+
+
+# import_capsule(capsule, device, stream, dl_device_type) hands a capsule to
+# jaxlib, which must not copy it: a DLPack 0.x capsule on every version, a
+# 1.x one only where JAXLIB_READS_VERSIONED_CAPSULES. It returns the ArrayImpl
+# aliasing the capsule's memory, which jaxlib has consumed, or raises
+# RuntimeErrorType where jaxlib cannot alias it, leaving the capsule
+# unconsumed.
+import_capsule = _bind_import(False)
+
+# Whether jaxlib can be asked to copy an unaligned host buffer itself.
+JAXLIB_COPIES_UNALIGNED = _BINDING_TAKES_COPY
+
+# import_aliasing_or_copying(capsule, device, stream, dl_device_type), only
+# for JAXLIB_COPIES_UNALIGNED, hands jaxlib a compact host capsule to alias,
+# or to copy if unaligned: jaxlib's copy is the cheapest for small arrays and
+# the slowest for large ones. It raises RuntimeErrorType, leaving the capsule
+# unconsumed, where jaxlib cannot import it (say, non-compact strides).
+import_aliasing_or_copying = _bind_import(None)
 
 
 def is_tracing() -> bool:

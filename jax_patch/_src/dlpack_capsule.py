@@ -447,8 +447,9 @@ def _common_layout(
   if (dtype is None or not 0 < ndim <= _MAX_NDIM or not shape_address
       or not strides_address or not data or byte_offset > _INT64_MAX):
     return None
-  shape = tuple(_INT64_ARRAYS[ndim].from_address(shape_address))
-  strides = tuple(_INT64_ARRAYS[ndim].from_address(strides_address))
+  # Sliced first: a slice is read in C, iterating reads item by item.
+  shape = tuple(_INT64_ARRAYS[ndim].from_address(shape_address)[:])
+  strides = tuple(_INT64_ARRAYS[ndim].from_address(strides_address)[:])
   itemsize = dtype.itemsize
   if (min(shape) < 1 or min(strides) < 0
       or max(strides) * itemsize > _INT64_MAX
@@ -548,7 +549,7 @@ def _field_error(field: str, value: object, why: str) -> BufferError:
 def _int64s(address: int, count: int) -> tuple[int, ...]:
   if not count:
     return ()
-  return tuple(_INT64_ARRAYS[count].from_address(address))
+  return tuple(_INT64_ARRAYS[count].from_address(address)[:])
 
 
 # Made once: ctypes looks an array type up on every `c_int64 * n`.

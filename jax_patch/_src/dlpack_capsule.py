@@ -306,19 +306,32 @@ def inspect(capsule: Any) -> TensorInfo:
       consumer may read (see :func:`take`).
   """
   versioned, address = _managed_tensor_address(capsule)
+  version, _, flags, tensor = _read_structure(address, versioned)
+  if versioned and version[0] != MAX_VERSION[0]:
+    # Renamed first, so that the producer's destructor will not call the
+    # deleter a second time; the deleter runs as the new capsule dies.
+    _capsule_set_name(capsule, _USED_VERSIONED_NAME_PTR)
+    _reissue(address, True)
+    raise _version_error(*version)
+  return _tensor_info(_TENSOR_FIELDS.unpack(tensor), versioned, version,
+                      flags)
+
+
+def _read_structure(address: int,
+                    versioned: bool) -> tuple[tuple[int, int], int, int, bytes]:
+  """Reads a managed tensor in one go.
+
+  Returns:
+    ``(version, deleter, flags, tensor)``: ``(0, 0)`` and no flags for a 0.x
+    structure, and the ``DLTensor``'s bytes.
+  """
   if versioned:
     raw = bytes(_VERSIONED_BYTES.from_address(address))
-    major, minor, _, _, flags = _VERSIONED_HEADER.unpack_from(raw)
-    if major != MAX_VERSION[0]:
-      # Renamed first, so that the producer's destructor will not call the
-      # deleter a second time; the deleter runs as the new capsule dies.
-      _capsule_set_name(capsule, _USED_VERSIONED_NAME_PTR)
-      _reissue(address, True)
-      raise _version_error(major, minor)
-    fields = _TENSOR_FIELDS.unpack_from(raw, _HEADER_SIZE)
-    return _tensor_info(fields, True, (major, minor), flags)
-  fields = _TENSOR_FIELDS.unpack(_TENSOR_BYTES.from_address(address))
-  return _tensor_info(fields, False, (0, 0), 0)
+    major, minor, _, deleter, flags = _VERSIONED_HEADER.unpack_from(raw)
+    return (major, minor), deleter, flags, raw[_HEADER_SIZE:]
+  raw = bytes(_LegacyBytes.from_address(address))
+  return (0, 0), _LEGACY_TAIL.unpack_from(raw, _TENSOR_SIZE)[1], 0, raw[
+      :_TENSOR_SIZE]
 
 
 def _version_error(major: int, minor: int) -> BufferError:
@@ -374,19 +387,11 @@ def take(capsule: Any, *, versioned_ok: bool, null_deleter_ok: bool,
   # From here holding `own` is holding the tensor: where this raises, it dies
   # with the frame and the producer's deleter runs.
   try:
-    if versioned:
-      raw = bytes(_VERSIONED_BYTES.from_address(address))
-      major, minor, _, deleter, flags = _VERSIONED_HEADER.unpack_from(raw)
-      tensor = raw[_HEADER_SIZE:]
-      if major != MAX_VERSION[0]:
-        raise _version_error(major, minor)
-    else:
-      raw = bytes(_LegacyBytes.from_address(address))
-      (major, minor), flags = (0, 0), 0
-      deleter = _LEGACY_TAIL.unpack_from(raw, _TENSOR_SIZE)[1]
-      tensor = raw[:_TENSOR_SIZE]
-    info = _tensor_info(_TENSOR_FIELDS.unpack(tensor), versioned,
-                        (major, minor), flags)
+    version, deleter, flags, tensor = _read_structure(address, versioned)
+    if versioned and version[0] != MAX_VERSION[0]:
+      raise _version_error(*version)
+    info = _tensor_info(_TENSOR_FIELDS.unpack(tensor), versioned, version,
+                        flags)
     if (versioned_ok or not versioned) and (deleter or null_deleter_ok):
       return own, info  # jaxlib reads the producer's own structure.
     # A 0.x structure of the same DLTensor, pointing into the producer's
@@ -860,8 +865,8 @@ def legacy_capsule_of_read_only(
   """
   producer: Any = array  # NumPy's stubs for pytype lack __dlpack__.
   capsule = producer.__dlpack__(max_version=MAX_VERSION)
-  managed = _capsule_get_pointer(capsule, _VERSIONED_NAME_PTR)
-  tensor = bytes(_TENSOR_BYTES.from_address(managed + _HEADER_SIZE))
+  _, _, _, tensor = _read_structure(
+      _capsule_get_pointer(capsule, _VERSIONED_NAME_PTR), True)
   fields = _TENSOR_FIELDS.unpack(tensor)
   address: int = fields[0] + fields[9]  # data + byte_offset
   return _new_structure(_LEGACY_SIZE, _after(tensor), capsule,

@@ -252,6 +252,43 @@ class VersionedExportTest(absltest.TestCase):
     dlpack.to_dlpack(jnp.arange(4.0), stream=-1)
 
 
+class JaxlibExportRouteTest(parameterized.TestCase):
+  """From jaxlib 0.12, the commonest request goes straight to jaxlib."""
+
+  def setUp(self) -> None:
+    super().setUp()
+    if not dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES:
+      self.skipTest("jaxlib before 0.12 exports only 0.x capsules")
+
+  @parameterized.named_parameters(
+      ("cpu0", 0, {}), ("cpu1", 1, {}),
+      ("host_dl_device", 0, dict(dl_device=(1, 0))),
+      ("no_sync_stream", 0, dict(stream=-1)), ("copy_false", 0,
+                                               dict(copy=False)))
+  def test_skips_to_dlpack_and_equals_its_export(
+      self, index: int, kwargs: dict[str, Any]) -> None:
+    x = jax.device_put(jnp.arange(8.0), jax.devices("cpu")[index])
+    with mock.patch.object(dlpack, "to_dlpack",
+                           wraps=dlpack.to_dlpack) as to_dlpack:
+      fast = dlpack_capsule.inspect(
+          dlpack.array_dlpack(x, max_version=(1, 0), **kwargs))
+    self.assertEqual(to_dlpack.call_count, 0)
+    general = dlpack_capsule.inspect(
+        dlpack.to_dlpack(x, max_version=(1, 0), **kwargs))
+    self.assertEqual(fast, general)
+    self.assertEqual(fast.address, x.unsafe_buffer_pointer())
+    self.assertTrue(fast.read_only)
+
+  def test_copy_or_an_old_consumer_goes_to_to_dlpack(self) -> None:
+    x = jnp.arange(8.0)
+    for kwargs in (dict(max_version=(1, 0), copy=True),
+                   dict(max_version=(0, 8)), {}):
+      with mock.patch.object(dlpack, "to_dlpack",
+                             wraps=dlpack.to_dlpack) as to_dlpack:
+        dlpack.array_dlpack(x, **kwargs)
+      self.assertEqual(to_dlpack.call_count, 1, kwargs)
+
+
 class NumpyExportTest(parameterized.TestCase):
   """Before jaxlib 0.12, NumPy exports its view of a ``cpu:0`` buffer."""
 

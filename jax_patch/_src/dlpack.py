@@ -684,19 +684,24 @@ def array_dlpack(self: Array, *, stream: int | Any | None = None,
 
   Installed in place of JAX's method, which imports ``to_dlpack`` at every
   call and would otherwise run before it. What a consumer from DLPack 1.0 on
-  asks of a ``cpu:0`` array most often (no stream, no other device, no copy)
-  goes straight to :func:`_export_through_numpy`; the rest, and whatever it
-  declines, to :func:`to_dlpack`.
+  asks most often (no stream, no other device, no copy) goes straight to
+  jaxlib's 1.x export where jaxlib has one, and otherwise, from ``cpu:0``, to
+  :func:`_export_through_numpy`; the rest, and whatever that declines, to
+  :func:`to_dlpack`.
   """
-  if (not dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES
-      and (copy is None or copy is False) and (stream is None or stream == -1)
+  if ((copy is None or copy is False) and (stream is None or stream == -1)
       and (dl_device is None or dl_device == dlpack_device.HOST_DL_DEVICE)
       and type(max_version) is tuple and len(max_version) == 2  # pylint: disable=unidiomatic-typecheck
       and max_version >= (1, 0)):
     device = dlpack_device.single_device(self, "to_dlpack")
-    capsule = _export_through_numpy(self, device, max_version)
-    if capsule is not None:
-      return capsule
+    if not dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES:
+      capsule = _export_through_numpy(self, device, max_version)
+      if capsule is not None:
+        return capsule
+    elif dl_device is None or device.platform == "cpu":
+      # What to_dlpack comes to for this request: jaxlib's READ_ONLY alias.
+      return dlpack_compat.export_versioned_capsule(
+          self.addressable_data(0), None, (max_version[0], max_version[1]))
   return to_dlpack(self, stream=stream, max_version=max_version,
                    dl_device=dl_device, copy=copy)
 

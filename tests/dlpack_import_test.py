@@ -264,6 +264,32 @@ class FreshCapsuleTest(parameterized.TestCase):
     _, claims = self._claims(torch.nn.Parameter(source, requires_grad=False))
     self.assertEqual(claims, 1)
 
+  @producers.requires_torch
+  def test_torch_is_asked_for_the_capsule_this_jaxlib_reads(self) -> None:
+    import torch  # pylint: disable=g-import-not-at-top
+    source = torch.arange(64, dtype=torch.float32)
+    asked: list[dict[str, Any]] = []
+    original = torch.Tensor.__dlpack__
+
+    def spy(tensor: Any, **kwargs: Any) -> Any:
+      asked.append(kwargs)
+      return original(tensor, **kwargs)
+
+    made = dlpack_capsule.structures_made
+    with mock.patch.object(torch.Tensor, "__dlpack__", spy):
+      shared = dlpack.from_dlpack(source)
+      dlpack.from_dlpack(source, copy=False)
+    # Before jaxlib 0.12, a 0.x capsule: torch's 1.x one would say nothing
+    # more (no read-only tensors, no copy unless asked), and needs no
+    # conversion. copy=False is asked as such, which needs 1.x.
+    versioned = dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES
+    self.assertEqual("max_version" in asked[0], versioned)
+    self.assertIn("max_version", asked[1])
+    self.assertEqual(dlpack_capsule.structures_made - made,
+                     0 if versioned else 1)
+    source[0] = 42
+    self.assertEqual(float(shared[0]), 42.0)
+
 
 class ReleaseTest(parameterized.TestCase):
   """Freeing an import runs no Python: C functions release it."""

@@ -144,25 +144,37 @@ def from_dlpack(external_array: Any,
   if copy is False and not dlpack_device.is_only(target, source):
     raise _move_required(target, source)
   stream = _consumer_stream(external_array, dl_device, source)
-  capsule = _request_capsule(external_array, stream, copy)
+  kind = type(external_array)
+  is_torch_tensor = kind is _torch_tensor_type()
+  if (is_torch_tensor and copy is None
+      and not dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES):
+    # torch has no read-only tensors and copies only when asked: its 0.x
+    # capsule says all its 1.x one would, and this jaxlib reads it as it is.
+    capsule = external_array.__dlpack__(stream=stream)
+  else:
+    capsule = _request_capsule(external_array, stream, copy)
   result = _import(capsule, source, dl_device[0], stream, copy,
                    independent=copy is True,
-                   fresh=_makes_fresh_capsules(external_array))
+                   fresh=is_torch_tensor or kind is np.ndarray)
   return _place(result, target, source)
 
 
-def _makes_fresh_capsules(external_array: Any) -> bool:
-  """Whether each ``__dlpack__`` call of the producer makes a new capsule.
+def _torch_tensor_type() -> type[Any] | None:
+  """``torch.Tensor``, once something has imported torch; else ``None``.
 
-  NumPy's and torch's do: the capsule is the caller's alone, and need not be
-  claimed against other threads. Only their own classes are known to; a
+  ``numpy.ndarray`` and ``torch.Tensor`` make a new capsule at every
+  ``__dlpack__`` call, which only the caller holds: it need not be claimed
+  against other threads. Only these classes themselves are known to; a
   subclass may override ``__dlpack__``.
   """
-  kind = type(external_array)
-  if kind is np.ndarray:
-    return True
-  torch = sys.modules.get("torch")
-  return torch is not None and kind is getattr(torch, "Tensor", None)
+  if _torch_tensor[0] is None:
+    torch = sys.modules.get("torch")
+    _torch_tensor[0] = getattr(torch, "Tensor", None)
+  return _torch_tensor[0]
+
+
+# Found once torch is imported: the patch never imports it.
+_torch_tensor: list[type[Any] | None] = [None]
 
 
 def _from_numpy_as_is(x: np.ndarray[Any, Any],
@@ -795,9 +807,9 @@ def _export_through_numpy(x: Array, device: Any,
   # jaxlib's own view of a cpu:0 buffer, read-only, which keeps the buffer
   # alive; np.asarray reaches it in C, faster than any Python route.
   view: Any = np.asarray(x)  # NumPy's stubs for pytype lack __dlpack__.
-  if view.flags.writeable or (
-      not dlpack_compat.NUMPY_VIEW_ALIASES_CPU_BUFFERS
-      and view.ctypes.data != x.unsafe_buffer_pointer()):
+  if not dlpack_compat.NUMPY_VIEW_ALIASES_CPU_BUFFERS and (
+      view.flags.writeable
+      or view.ctypes.data != x.unsafe_buffer_pointer()):
     return None  # Not JAX's buffer itself.
   return view.__dlpack__(max_version=requested)
 

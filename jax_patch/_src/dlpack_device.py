@@ -25,6 +25,7 @@ from typing import Any, Union
 from jax._src.api import device_put
 from jax._src.lib import xla_client
 from jax._src.sharding import Sharding
+from jax._src.sharding_impls import SingleDeviceSharding
 from jax._src.typing import Array, DLDeviceType
 
 from jax_patch._src import dlpack_capsule
@@ -210,7 +211,13 @@ def single_device(x: Any, caller: str) -> Device:
     BufferError: ``x`` is sharded over several devices; DLPack describes
       one buffer.
   """
-  devices = x.sharding.device_set
+  sharding = x.sharding
+  if type(sharding) is SingleDeviceSharding:  # pylint: disable=unidiomatic-typecheck
+    # What device_set would say, without building the set: every export
+    # and __dlpack_device__ asks.
+    device: Device = sharding._device  # pylint: disable=protected-access
+    return device
+  devices = sharding.device_set
   if len(devices) != 1:
     raise BufferError(
         f"{caller} supports only single-device arrays, but this one is "

@@ -126,7 +126,7 @@ def from_dlpack(external_array: Any,
     MemoryError: a copy the import needs does not fit in memory (once
       copied, a broadcast tensor holds every element).
   """
-  if copy is not None:
+  if copy is not None and copy is not True and copy is not False:
     copy = _check_copy(copy)
   target = None if device is None else dlpack_device.check_target(device)
   _check_not_tracing()
@@ -264,10 +264,11 @@ def _check_not_tracing() -> None:
 
 
 def _check_dlpack_methods(external_array: Any) -> None:
+  if (hasattr(external_array, "__dlpack__")
+      and hasattr(external_array, "__dlpack_device__")):
+    return
   missing = [name for name in ("__dlpack__", "__dlpack_device__")
              if not hasattr(external_array, name)]
-  if not missing:
-    return
   hint = ""
   if dlpack_capsule.is_capsule(external_array):
     hint = (" Raw DLPack capsules are not accepted: pass the array that "
@@ -712,8 +713,10 @@ def array_dlpack(self: Array, *, stream: int | Any | None = None,
         return capsule
     elif dl_device is None or device.platform == "cpu":
       # What to_dlpack comes to for this request: jaxlib's READ_ONLY alias.
+      # A single-device array is its own only shard: jaxlib exports it as
+      # it would addressable_data(0), without making that array first.
       return dlpack_compat.export_versioned_capsule(
-          self.addressable_data(0), None, (max_version[0], max_version[1]))
+          self, None, (max_version[0], max_version[1]))
   return to_dlpack(self, stream=stream, max_version=max_version,
                    dl_device=dl_device, copy=copy)
 
@@ -801,7 +804,7 @@ def _export_through_numpy(x: Array, device: Any,
   id other than 0 (NumPy's capsule says ``(kDLCPU, 0)``), a dtype NumPy does
   not export (bfloat16, float8), or a view that would be a copy.
   """
-  if (device.platform != "cpu" or device.local_hardware_id
+  if (not _is_cpu0(device)
       or x.dtype not in dlpack_capsule.NUMPY_EXPORTED_DTYPES):
     return None
   # jaxlib's own view of a cpu:0 buffer, read-only, which keeps the buffer
@@ -812,6 +815,19 @@ def _export_through_numpy(x: Array, device: Any,
       or view.ctypes.data != x.unsafe_buffer_pointer()):
     return None  # Not JAX's buffer itself.
   return view.__dlpack__(max_version=requested)
+
+
+def _is_cpu0(device: Any) -> bool:
+  """Whether ``device`` is a CPU device of hardware id 0 (or none)."""
+  known = _CPU0.get(device)
+  if known is None:
+    known = _CPU0[device] = (device.platform == "cpu"
+                             and not device.local_hardware_id)
+  return known
+
+
+# Every export asks; a device's platform and id never change.
+_CPU0: dict[Any, bool] = {}
 
 
 def _jaxlib_stream(stream: int | Any | None) -> int | Any | None:

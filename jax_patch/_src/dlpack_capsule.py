@@ -246,11 +246,11 @@ def capsule_name(capsule: Any) -> bytes | None:
 
 def _names(capsule: Any) -> tuple[bool, ctypes.c_char_p, ctypes.c_char_p]:
   """Returns ``(versioned, name, used_name)`` of an unconsumed capsule."""
-  if not is_capsule(capsule):
+  if type(capsule) is not _CAPSULE_TYPE:  # pylint: disable=unidiomatic-typecheck
     raise TypeError(
         f"__dlpack__ returned a {type(capsule).__name__}, not a DLPack "
         "capsule.")
-  name = capsule_name(capsule)
+  name = _capsule_get_name(capsule)
   if name == LEGACY_NAME:
     return False, _LEGACY_NAME_PTR, _USED_LEGACY_NAME_PTR
   if name == VERSIONED_NAME:

@@ -246,15 +246,23 @@ def dlpack_device_of_array(x: Any) -> tuple[DLDeviceType | int, int]:
       has no device type for.
   """
   device = single_device(x, "__dlpack_device__")
+  cpu = _CPU_DL_DEVICES.get(device)
+  if cpu is not None:
+    return cpu
   hardware_id = device.local_hardware_id
   if device.platform == "cpu":
-    return _device_type(KDL_CPU), hardware_id or 0
+    # Every export asks; a CPU device's answer never changes.
+    cpu = _CPU_DL_DEVICES[device] = (_device_type(KDL_CPU), hardware_id or 0)
+    return cpu
   code = _accelerator_device_type(
       device, x.sharding.memory_kind == "pinned_host")
   if hardware_id is None:
     raise BufferError(
         f"__dlpack_device__: {device} has no local hardware id.")
   return _device_type(code), hardware_id
+
+
+_CPU_DL_DEVICES: dict[Device, tuple[DLDeviceType | int, int]] = {}
 
 
 def _accelerator_device_type(device: Device, pinned_host: bool) -> int:

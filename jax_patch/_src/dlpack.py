@@ -515,6 +515,8 @@ def _why_jaxlib_cannot_read(info: dlpack_capsule.TensorInfo) -> str | None:
 
 def _is_row_major(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
   """Whether the strides are C order; a dimension of size 1 has any stride."""
+  if strides == (1,):
+    return True  # The commonest answer, without the loop.
   expected = 1
   for dim, stride in zip(reversed(shape), reversed(strides)):
     if dim != 1 and stride != expected:

@@ -806,7 +806,7 @@ def _export_through_numpy(x: Array, device: Any,
   id other than 0 (NumPy's capsule says ``(kDLCPU, 0)``), a dtype NumPy does
   not export (bfloat16, float8), or a view that would be a copy.
   """
-  if (not _is_cpu0(device)
+  if (dlpack_device.host_dl_device(device) != dlpack_device.HOST_DL_DEVICE
       or x.dtype not in dlpack_capsule.NUMPY_EXPORTED_DTYPES):
     return None
   # jaxlib's own view of a cpu:0 buffer, read-only, which keeps the buffer
@@ -817,19 +817,6 @@ def _export_through_numpy(x: Array, device: Any,
       or view.ctypes.data != x.unsafe_buffer_pointer()):
     return None  # Not JAX's buffer itself.
   return view.__dlpack__(max_version=requested)
-
-
-def _is_cpu0(device: Any) -> bool:
-  """Whether ``device`` is a CPU device of hardware id 0 (or none)."""
-  known = _CPU0.get(device)
-  if known is None:
-    known = _CPU0[device] = (device.platform == "cpu"
-                             and not device.local_hardware_id)
-  return known
-
-
-# Every export asks; a device's platform and id never change.
-_CPU0: dict[Any, bool] = {}
 
 
 def _jaxlib_stream(stream: int | Any | None) -> int | Any | None:

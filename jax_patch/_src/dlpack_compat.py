@@ -172,19 +172,6 @@ else:
   from jax._src.numpy import lax_numpy as scalar_types  # type: ignore[no-redef,unused-ignore]
 
 
-def _import(capsule: Any, device: Any, stream: int | None,
-            dl_device_type: int, copy: bool | None) -> Any:
-  if _BINDING_SHAPE_PROBLEM is not None:
-    raise RuntimeError(_BINDING_SHAPE_PROBLEM)
-  if _BINDING_TAKES_DL_DEVICE_TYPE:
-    return _binding.dlpack_managed_tensor_to_buffer(
-        capsule, device, stream, copy, dl_device_type)
-  if _BINDING_TAKES_COPY:
-    return _binding.dlpack_managed_tensor_to_buffer(capsule, device, stream,
-                                                    copy)
-  return _binding.dlpack_managed_tensor_to_buffer(capsule, device, stream)
-
-
 def export_legacy_capsule(buffer: Any, stream: int | Any | None) -> Any:
   """Returns a DLPack 0.x capsule aliasing a single-device ``ArrayImpl``."""
   return _binding.buffer_to_dlpack_managed_tensor(buffer, stream=stream)
@@ -259,8 +246,7 @@ def _bind_import(
   """
   convert = _binding.dlpack_managed_tensor_to_buffer
   if _BINDING_SHAPE_PROBLEM is not None:
-    return lambda capsule, device, stream, dl_device_type: _import(
-        capsule, device, stream, dl_device_type, copy)
+    return _refuse_import
   if _BINDING_TAKES_DL_DEVICE_TYPE:
     return lambda capsule, device, stream, dl_device_type: convert(
         capsule, device, stream, copy, dl_device_type)
@@ -269,6 +255,12 @@ def _bind_import(
         capsule, device, stream, copy)
   return lambda capsule, device, stream, dl_device_type: convert(
       capsule, device, stream)
+
+
+def _refuse_import(capsule: Any, device: Any, stream: int | None,
+                   dl_device_type: int) -> Any:
+  del capsule, device, stream, dl_device_type
+  raise RuntimeError(_BINDING_SHAPE_PROBLEM)
 
 
 # import_capsule(capsule, device, stream, dl_device_type) hands a capsule to

@@ -246,20 +246,29 @@ def dlpack_device_of_array(x: Any) -> tuple[DLDeviceType | int, int]:
       has no device type for.
   """
   device = single_device(x, "__dlpack_device__")
-  cpu = _CPU_DL_DEVICES.get(device)
+  cpu = host_dl_device(device)
   if cpu is not None:
     return cpu
   hardware_id = device.local_hardware_id
-  if device.platform == "cpu":
-    # Every export asks; a CPU device's answer never changes.
-    cpu = _CPU_DL_DEVICES[device] = (_device_type(KDL_CPU), hardware_id or 0)
-    return cpu
   code = _accelerator_device_type(
       device, x.sharding.memory_kind == "pinned_host")
   if hardware_id is None:
     raise BufferError(
         f"__dlpack_device__: {device} has no local hardware id.")
   return _device_type(code), hardware_id
+
+
+def host_dl_device(device: Device) -> tuple[DLDeviceType | int, int] | None:
+  """The DLPack device of a CPU device, with its own id; ``None`` for others.
+
+  Kept once asked: every export asks, and a CPU device's answer never
+  changes.
+  """
+  cpu = _CPU_DL_DEVICES.get(device)
+  if cpu is None and device.platform == "cpu":
+    cpu = _CPU_DL_DEVICES[device] = (_device_type(KDL_CPU),
+                                     device.local_hardware_id or 0)
+  return cpu
 
 
 _CPU_DL_DEVICES: dict[Device, tuple[DLDeviceType | int, int]] = {}

@@ -230,6 +230,134 @@ class NumpyFastPathTest(parameterized.TestCase):
     self.assertFalse(general.reshape(-1)[-1])
 
 
+def _general_path_for_torch() -> Any:
+  """Sends torch tensors past their fast path, to the general one."""
+  return mock.patch.object(dlpack, "_from_torch_as_is", return_value=None)
+
+
+def _torch_from(source: np.ndarray[Any, Any]) -> Any:
+  """A plain ``torch.Tensor`` sharing ``source``'s (aligned) memory."""
+  import torch  # pylint: disable=g-import-not-at-top
+  return torch.from_numpy(source)
+
+
+class TorchFastPathTest(parameterized.TestCase):
+  """A contiguous CPU torch tensor goes straight to jaxlib."""
+
+  def _imports_counted(self, source: Any,
+                       **kwargs: Any) -> tuple[Any, int, int]:
+    """Imports ``source``; returns the result, take() and device calls."""
+    import torch  # pylint: disable=g-import-not-at-top
+    with mock.patch.object(dlpack_capsule, "take",
+                           wraps=dlpack_capsule.take) as take, \
+        mock.patch.object(torch.Tensor, "__dlpack_device__", autospec=True,
+                          side_effect=torch.Tensor.__dlpack_device__) as asked:
+      result = dlpack.from_dlpack(source, **kwargs)
+    return result, take.call_count, asked.call_count
+
+  @producers.requires_torch
+  @parameterized.named_parameters(
+      ("copy_none", None), ("copy_false", False))
+  def test_contiguous_tensor_skips_take_and_shares(
+      self, copy: bool | None) -> None:
+    backing = conformance.aligned_array((4, 16))
+    made = dlpack_capsule.structures_made
+    result, taken, device_asked = self._imports_counted(
+        _torch_from(backing), copy=copy)
+    self.assertEqual((taken, device_asked), (0, 0))
+    # torch's own capsule, as torch made it: no conversion.
+    self.assertEqual(dlpack_capsule.structures_made, made)
+    backing[0, 0] = 42
+    self.assertEqual(float(result[0, 0]), 42.0)
+
+  @producers.requires_torch
+  def test_torch_is_asked_for_the_capsule_this_jaxlib_reads(self) -> None:
+    import torch  # pylint: disable=g-import-not-at-top
+    source = _torch_from(conformance.aligned_array((64,)))
+    asked: list[dict[str, Any]] = []
+    original = torch.Tensor.__dlpack__
+
+    def spy(tensor: Any, **kwargs: Any) -> Any:
+      asked.append(kwargs)
+      return original(tensor, **kwargs)
+
+    with mock.patch.object(torch.Tensor, "__dlpack__", spy):
+      dlpack.from_dlpack(source)
+      dlpack.from_dlpack(source, copy=False)
+    # A host tensor is never copied unless asked: copy=False needs no 1.x
+    # request, and a 0.x capsule serves where jaxlib reads only 0.x.
+    expected = ({"max_version": dlpack_capsule.MAX_VERSION}
+                if dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES else {})
+    self.assertEqual(asked, [expected, expected])
+
+  @producers.requires_torch
+  def test_small_unaligned_tensor_is_copied_without_take(self) -> None:
+    if not dlpack_compat.JAXLIB_COPIES_UNALIGNED:
+      self.skipTest("jaxlib before 0.8.1 cannot be asked to copy")
+    backing = conformance.aligned_array((64,))
+    result, taken, _ = self._imports_counted(_torch_from(backing)[1:])
+    self.assertEqual(taken, 0)
+    backing[1] = 42
+    self.assertEqual(float(result[0]), 1.0)
+
+  @producers.requires_torch
+  @parameterized.named_parameters(
+      ("strided", lambda t: t[:, ::2], {}),
+      ("transposed", lambda t: t.T, {}),
+      ("unaligned_large", lambda t: t.repeat(64, 16).reshape(-1)[1:], {}),
+      ("unaligned_copy_false", lambda t: t.reshape(-1)[1:],
+       dict(copy=False)),
+      ("copy_true", lambda t: t, dict(copy=True)),
+      ("narrowed_by_x64_off", lambda t: t.double(), {}),
+      ("bfloat16", lambda t: t.bfloat16(), {}),
+      ("zero_size", lambda t: t[:0], {}),
+      ("parameter", lambda t: __import__("torch").nn.Parameter(
+          t, requires_grad=False), {}),
+  )
+  def test_what_it_cannot_share_as_is_takes_the_general_path(
+      self, view: Any, kwargs: dict[str, Any]) -> None:
+    import torch  # pylint: disable=g-import-not-at-top
+    source = view(_torch_from(conformance.aligned_array((4, 16))))
+    if (source.dtype == torch.float64
+        and jax.dtypes.canonicalize_dtype(np.float64) == np.float64):
+      self.skipTest("jax_enable_x64 is on: float64 is kept")
+    if kwargs.get("copy") is False:
+      with self.assertRaises(dlpack.CopyRequiredError):
+        self._imports_counted(source, **kwargs)
+      return
+    result, taken, device_asked = self._imports_counted(source, **kwargs)
+    self.assertEqual((taken, device_asked), (1, 1))
+    np.testing.assert_array_equal(
+        np.asarray(result, np.float32), source.float().numpy())
+
+  @producers.requires_torch
+  def test_tensor_requiring_grad_is_refused_as_on_the_general_path(
+      self) -> None:
+    import torch  # pylint: disable=g-import-not-at-top
+    source = torch.ones(16, requires_grad=True)
+    with self.assertRaisesRegex(BufferError, "require gradient"):
+      dlpack.from_dlpack(source)
+    with self.assertRaisesRegex(BufferError, "require gradient"):
+      dlpack.from_dlpack(conformance.DLPackOnly(source))
+
+  @producers.requires_torch
+  @parameterized.product(
+      dtype=[np.bool_, np.int8, np.int16, np.int32, np.uint8, np.float16,
+             np.float32, np.complex64],
+      shape=[(16,), (4, 16), (2, 3, 64), (1, 1, 64)])
+  def test_results_equal_the_general_paths(self, dtype: Any,
+                                           shape: tuple[int, ...]) -> None:
+    backing = conformance.aligned_array(shape, dtype)
+    fast = dlpack.from_dlpack(_torch_from(backing))
+    general = dlpack.from_dlpack(conformance.DLPackOnly(_torch_from(backing)))
+    self.assertEqual(fast.dtype, general.dtype)
+    self.assertEqual(fast.shape, general.shape)
+    np.testing.assert_array_equal(np.asarray(fast), np.asarray(general))
+    backing.reshape(-1)[-1] = 0  # Was nonzero: both must share.
+    self.assertFalse(fast.reshape(-1)[-1])
+    self.assertFalse(general.reshape(-1)[-1])
+
+
 class FreshCapsuleTest(parameterized.TestCase):
   """NumPy's and torch's capsules are new per call: none is claimed."""
 
@@ -257,7 +385,8 @@ class FreshCapsuleTest(parameterized.TestCase):
   def test_torch_tensor_is_not_claimed_but_a_subclass_is(self) -> None:
     import torch  # pylint: disable=g-import-not-at-top
     source = torch.arange(64, dtype=torch.float32)
-    result, claims = self._claims(source)
+    with _general_path_for_torch():
+      result, claims = self._claims(source)
     self.assertEqual(claims, 0)
     source[0] = 42
     self.assertEqual(float(result[0]), 42.0)
@@ -265,7 +394,8 @@ class FreshCapsuleTest(parameterized.TestCase):
     self.assertEqual(claims, 1)
 
   @producers.requires_torch
-  def test_torch_is_asked_for_the_capsule_this_jaxlib_reads(self) -> None:
+  def test_general_path_asks_torch_for_the_capsule_this_jaxlib_reads(
+      self) -> None:
     import torch  # pylint: disable=g-import-not-at-top
     source = torch.arange(64, dtype=torch.float32)
     asked: list[dict[str, Any]] = []
@@ -276,7 +406,8 @@ class FreshCapsuleTest(parameterized.TestCase):
       return original(tensor, **kwargs)
 
     made = dlpack_capsule.structures_made
-    with mock.patch.object(torch.Tensor, "__dlpack__", spy):
+    with mock.patch.object(torch.Tensor, "__dlpack__", spy), \
+        _general_path_for_torch():
       shared = dlpack.from_dlpack(source)
       dlpack.from_dlpack(source, copy=False)
     # Before jaxlib 0.12, a 0.x capsule: torch's 1.x one would say nothing

@@ -129,13 +129,18 @@ def from_dlpack(external_array: Any,
   if copy is not None and copy is not True and copy is not False:
     copy = _check_copy(copy)
   target = None if device is None else dlpack_device.check_target(device)
-  _check_not_tracing()
+  if not dlpack_compat.trace_state_clean():
+    raise _transformation_error()
   if type(external_array) is np.ndarray:  # pylint: disable=unidiomatic-typecheck
     result = _from_numpy_as_is(external_array, target, copy)
     if result is not None:
       return result
   elif isinstance(external_array, array.ArrayImpl):
     return _from_jax_array(external_array, target, copy)
+  elif type(external_array) is _torch_tensor_type():  # pylint: disable=unidiomatic-typecheck
+    result = _from_torch_as_is(external_array, target, copy)
+    if result is not None:
+      return result
   _check_dlpack_methods(external_array)
   dl_device = dlpack_device.dlpack_device_of(external_array)
   source = dlpack_device.jax_device_for(dl_device)
@@ -183,25 +188,19 @@ def _from_numpy_as_is(x: np.ndarray[Any, Any],
   """Shares a NumPy array jaxlib can alias as it is; ``None`` if it cannot.
 
   The fast path for the commonest producer: a C-contiguous array of a dtype
-  JAX keeps, 64-byte aligned (or, where jaxlib copies unaligned data itself,
-  small enough for its copy to be the fastest under ``copy=None``). NumPy's
-  own capsule goes to jaxlib: a 0.x one
-  for a writable array, a READ_ONLY 1.x one for a read-only array (as a 0.x
-  structure holding it, where jaxlib reads only 0.x). Only this call holds
-  it, and NumPy filled it with the array's own fields, so there is nothing
-  to claim or check (as :func:`dlpack_capsule.take` does for capsules a
-  producer might share or corrupt), and NumPy's C functions release it: no
-  Python runs when the result is freed. Everything else, and anything
-  jaxlib refuses, takes the general path.
+  JAX keeps. NumPy's own capsule goes to jaxlib: a 0.x one for a writable
+  array, a READ_ONLY 1.x one for a read-only array (as a 0.x structure
+  holding it, where jaxlib reads only 0.x). NumPy filled it with the array's
+  own fields, so there is nothing to check (as :func:`dlpack_capsule.take`
+  does for capsules a producer might share or corrupt), and NumPy's C
+  functions release it: no Python runs when the result is freed. See
+  :func:`_import_as_is` for alignment; everything else, and anything jaxlib
+  refuses, takes the general path.
   """
   flags = x.flags
   if (copy is True or not flags.c_contiguous or not x.size
       or not _numpy_exports_as_kept(x.dtype)
       or (dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS and 1 in x.shape)):
-    return None
-  source = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
-  if source is None or (copy is False
-                        and not dlpack_device.is_only(target, source)):
     return None
   producer: Any = x  # NumPy's stubs for pytype lack __dlpack__.
   address = None
@@ -212,16 +211,80 @@ def _from_numpy_as_is(x: np.ndarray[Any, Any],
   else:
     capsule, address = dlpack_capsule.legacy_capsule_of_read_only(x)
   if dlpack_compat.JAXLIB_COPIES_UNALIGNED:
-    # jaxlib checks the alignment itself: asked not to copy, it refuses
-    # unaligned data, and small unaligned data it copies fastest of all.
-    copies = copy is None and x.nbytes <= _JAXLIB_COPY_MAX_BYTES
-    address = None
+    address = None  # jaxlib checks the alignment itself.
+  elif address is None:
+    address = dlpack_capsule.writable_buffer_address(x)
+  return _import_as_is(capsule, address, x.nbytes, target, copy)
+
+
+def _from_torch_as_is(tensor: Any, target: dlpack_device.Target | None,
+                      copy: bool | None) -> Array | None:
+  """Shares a CPU torch tensor jaxlib can alias as it is; ``None`` if not.
+
+  The fast path for torch: a contiguous host tensor of a dtype JAX keeps.
+  Its properties say all that reading its capsule would: torch exports a
+  host tensor's own memory with its own fields, never copies unless asked
+  and has no read-only tensors, so the capsule needs no checks and no
+  conversion (a 0.x one where jaxlib reads only 0.x). torch's own
+  ``__dlpack__`` makes it, refusing what it refuses on the general path
+  (tensors that require grad, conjugate views), and torch's C deleter
+  releases it. See :func:`_import_as_is` for alignment; everything else,
+  and anything jaxlib refuses, takes the general path.
+  """
+  dtype = _torch_dtypes().get(tensor.dtype)
+  if (copy is True or dtype is None or not tensor.is_cpu
+      or not tensor.is_contiguous() or not tensor.numel()
+      or not _numpy_exports_as_kept(dtype)
+      or (dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS
+          and 1 in tensor.shape)):
+    return None
+  if dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES:
+    capsule = tensor.__dlpack__(max_version=dlpack_capsule.MAX_VERSION)
   else:
-    copies = False
-    if address is None:
-      address = dlpack_capsule.writable_buffer_address(x)
-    if address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT:
-      return None  # The capsule dies unconsumed, releasing what it holds.
+    capsule = tensor.__dlpack__()
+  address = (None if dlpack_compat.JAXLIB_COPIES_UNALIGNED
+             else tensor.data_ptr())
+  return _import_as_is(capsule, address, tensor.nbytes, target, copy)
+
+
+def _torch_dtypes() -> dict[Any, np.dtype[Any]]:
+  """torch's dtypes that have a NumPy twin, keyed by the torch dtype."""
+  if not _torch_dtype_twins:
+    torch = sys.modules["torch"]
+    for name in ("bool", "int8", "int16", "int32", "int64", "uint8",
+                 "uint16", "uint32", "uint64", "float16", "float32",
+                 "float64", "complex64", "complex128"):
+      if hasattr(torch, name):
+        _torch_dtype_twins[getattr(torch, name)] = np.dtype(name)
+  return _torch_dtype_twins
+
+
+# Filled on the first torch import: the patch never imports torch.
+_torch_dtype_twins: dict[Any, np.dtype[Any]] = {}
+
+
+def _import_as_is(capsule: Any, address: int | None, nbytes: int,
+                  target: dlpack_device.Target | None,
+                  copy: bool | None) -> Array | None:
+  """Hands a producer's own host capsule to jaxlib; ``None`` if it refuses.
+
+  Where jaxlib copies unaligned data itself (``address`` is then ``None``),
+  it is asked to alias or, for small data under ``copy=None``, to copy,
+  which is the fastest copy for them; asked not to copy, it refuses
+  unaligned data. Elsewhere only a 64-byte aligned ``address`` is imported.
+  ``None`` too where the general path decides: no CPU backend, or
+  ``copy=False`` with a move to another device. A capsule not imported dies
+  unconsumed, releasing what it holds.
+  """
+  source = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
+  if source is None or (copy is False
+                        and not dlpack_device.is_only(target, source)):
+    return None
+  copies = False
+  if address is None:
+    copies = copy is None and nbytes <= _JAXLIB_COPY_MAX_BYTES
+  elif address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT:
+    return None
   try:
     if copies:
       result = dlpack_compat.import_aliasing_or_copying(capsule, source,
@@ -239,8 +302,14 @@ def _from_numpy_as_is(x: np.ndarray[Any, Any],
 def _numpy_exports_as_kept(dtype: np.dtype[Any]) -> bool:
   """Whether NumPy exports ``dtype`` and JAX keeps it as it is."""
   # JAX changes only 64-bit types, and only with jax_enable_x64 off.
-  return dtype in dlpack_capsule.NUMPY_EXPORTED_DTYPES and (
-      dtype.itemsize < 8 or _canonical_dtype(dtype) == dtype)
+  return dtype in _NARROW_EXPORTED_DTYPES or (
+      dtype in dlpack_capsule.NUMPY_EXPORTED_DTYPES
+      and _canonical_dtype(dtype) == dtype)
+
+
+_NARROW_EXPORTED_DTYPES = frozenset(
+    dtype for dtype in dlpack_capsule.NUMPY_EXPORTED_DTYPES
+    if dtype.itemsize < 8)
 
 
 def _check_copy(copy: object, caller: str = "from_dlpack") -> bool | None:
@@ -253,14 +322,13 @@ def _check_copy(copy: object, caller: str = "from_dlpack") -> bool | None:
       f"{type(copy).__name__}.")
 
 
-def _check_not_tracing() -> None:
-  if dlpack_compat.is_tracing():
-    raise TransformationError(
-        "from_dlpack cannot be called inside a JAX transformation (jit, vmap, "
-        "grad, scan, ...): it reads an external buffer that tracing cannot "
-        "follow, so the traced function would bake in the buffer's current "
-        "contents. Call from_dlpack outside the transformation and pass the "
-        "result in as an argument.")
+def _transformation_error() -> TransformationError:
+  return TransformationError(
+      "from_dlpack cannot be called inside a JAX transformation (jit, vmap, "
+      "grad, scan, ...): it reads an external buffer that tracing cannot "
+      "follow, so the traced function would bake in the buffer's current "
+      "contents. Call from_dlpack outside the transformation and pass the "
+      "result in as an argument.")
 
 
 def _check_dlpack_methods(external_array: Any) -> None:
@@ -717,8 +785,7 @@ def array_dlpack(self: Array, *, stream: int | Any | None = None,
       # What to_dlpack comes to for this request: jaxlib's READ_ONLY alias.
       # A single-device array is its own only shard: jaxlib exports it as
       # it would addressable_data(0), without making that array first.
-      return dlpack_compat.export_versioned_capsule(
-          self, None, (max_version[0], max_version[1]))
+      return dlpack_compat.export_versioned_capsule(self, None, max_version)
   return to_dlpack(self, stream=stream, max_version=max_version,
                    dl_device=dl_device, copy=copy)
 
@@ -806,8 +873,7 @@ def _export_through_numpy(x: Array, device: Any,
   id other than 0 (NumPy's capsule says ``(kDLCPU, 0)``), a dtype NumPy does
   not export (bfloat16, float8), or a view that would be a copy.
   """
-  if (dlpack_device.host_dl_device(device) != dlpack_device.HOST_DL_DEVICE
-      or x.dtype not in dlpack_capsule.NUMPY_EXPORTED_DTYPES):
+  if dlpack_device.host_dl_device(device) != dlpack_device.HOST_DL_DEVICE:
     return None
   # jaxlib's own view of a cpu:0 buffer, read-only, which keeps the buffer
   # alive; np.asarray reaches it in C, faster than any Python route.
@@ -816,7 +882,12 @@ def _export_through_numpy(x: Array, device: Any,
       view.flags.writeable
       or view.ctypes.data != x.unsafe_buffer_pointer()):
     return None  # Not JAX's buffer itself.
-  return view.__dlpack__(max_version=requested)
+  try:
+    return view.__dlpack__(max_version=requested)
+  except BufferError:
+    # A dtype outside NUMPY_EXPORTED_DTYPES, which NumPy refuses without
+    # making a capsule; asking costs less than checking every export.
+    return None
 
 
 def _jaxlib_stream(stream: int | Any | None) -> int | Any | None:

@@ -282,11 +282,16 @@ JAXLIB_COPIES_UNALIGNED = _BINDING_TAKES_COPY
 import_aliasing_or_copying = _bind_import(None)
 
 
+# Whether no JAX transformation (jit, vmap, grad, ...) is being traced.
+# trace_state_clean is the same question on every version, before and after
+# JAX 0.4.36 replaced the trace stack with a trace context; it is bound here
+# once, since every import asks it.
+trace_state_clean: Callable[[], bool] = core.trace_state_clean
+
+
 def is_tracing() -> bool:
   """Whether a JAX transformation (jit, vmap, grad, ...) is being traced."""
-  # trace_state_clean is the same question on every version, before and
-  # after JAX 0.4.36 replaced the trace stack with a trace context.
-  return not core.trace_state_clean()
+  return not trace_state_clean()
 
 
 # jaxlib aliases host memory only at this alignment (XLA's CPU minimum).

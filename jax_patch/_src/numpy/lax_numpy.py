@@ -41,4 +41,4 @@ def from_dlpack(x: Any, /, *, device: dlpack_device.Target | None = None,
   Returns:
     A ``jax.Array``.
   """
-  return dlpack.from_dlpack(x, device=device, copy=copy)
+  return dlpack.from_dlpack(x, device, copy)

@@ -28,6 +28,7 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
 import gc  # pylint: disable=g-import-not-at-top
 import signal
 import textwrap
+import threading
 from typing import Any
 from unittest import mock
 
@@ -37,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
+from jax._src import core
 from jax._src.lib import xla_client
 
 from jax_patch._src import conformance
@@ -256,6 +258,50 @@ class GateTest(absltest.TestCase):
     jax.vmap(traced)(jnp.ones(2))
     self.assertEqual(seen, [True, True])
     self.assertFalse(dlpack_compat.is_tracing())
+
+  def test_trace_context_gate_matches_jax(self) -> None:
+    # JAX 0.4.36 replaced the trace stack with the trace context.
+    version = tuple(int(part) for part in jax.__version__.split(".")[:3])
+    self.assertEqual(dlpack_compat.JAX_HAS_TRACE_CONTEXT,
+                     version >= (0, 4, 36))
+
+  def test_trace_check_agrees_with_jax_in_and_out_of_transformations(
+      self) -> None:
+    seen: list[tuple[bool, bool]] = []
+
+    def check(x: Any) -> Any:
+      seen.append((dlpack_compat.trace_state_clean(),
+                   core.trace_state_clean()))
+      return x
+
+    check(1.0)
+    jax.jit(check)(1.0)
+    jax.vmap(check, axis_name="i")(jnp.ones(2))
+    jax.grad(check)(1.0)
+    thread = threading.Thread(target=check, args=(1.0,))
+    thread.start()
+    thread.join()
+    check(1.0)
+    self.assertEqual(seen, [(True, True), (False, False), (False, False),
+                            (False, False), (True, True), (True, True)])
+
+  def test_trace_check_reads_the_context_without_calling_jax(self) -> None:
+    if not dlpack_compat.JAX_HAS_TRACE_CONTEXT:
+      self.skipTest("before JAX 0.4.36 only core.trace_state_clean knows")
+    calls: list[int] = []
+
+    def traced(x: Any) -> Any:
+      before = clean.call_count
+      self.assertFalse(dlpack_compat.trace_state_clean())
+      calls.append(clean.call_count - before)
+      return x
+
+    clean = mock.Mock(wraps=core.trace_state_clean)
+    with mock.patch.object(core, "trace_state_clean", clean):
+      self.assertTrue(dlpack_compat.trace_state_clean())
+      self.assertEqual(clean.call_count, 0)
+      jax.jit(traced)(1.0)
+    self.assertEqual(calls, [1])  # Not the top level: JAX judges.
 
 
 class Float8Test(absltest.TestCase):

@@ -85,7 +85,18 @@ def is_supported_dtype(dtype: DTypeLike) -> bool:
 def from_dlpack(external_array: Any,
                 device: dlpack_device.Target | None = None,
                 copy: bool | None = None) -> Array:
+  """``jax.dlpack.from_dlpack``: :func:`array_api_from_dlpack`, spelled as
+  JAX spells it, with ``device`` and ``copy`` positional too."""
+  return array_api_from_dlpack(external_array, device=device, copy=copy)
+
+
+def array_api_from_dlpack(external_array: Any, /, *,
+                          device: dlpack_device.Target | None = None,
+                          copy: bool | None = None) -> Array:
   """Returns a :class:`~jax.Array` holding the data of a DLPack array.
+
+  The Array API standard's ``from_dlpack``, which ``jax.numpy`` exports
+  as it is: the entry point every import goes through, one call deep.
 
   Args:
     external_array: an object with ``__dlpack__`` and ``__dlpack_device__``
@@ -198,7 +209,8 @@ def _from_numpy_as_is(x: np.ndarray[Any, Any],
   refuses, takes the general path.
   """
   flags = x.flags
-  if (copy is True or not flags.c_contiguous or not x.size
+  nbytes = x.nbytes  # Zero only for a zero-size array: no dtype has size 0.
+  if (copy is True or not flags.c_contiguous or not nbytes
       or not _numpy_exports_as_kept(x.dtype)
       or (dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS and 1 in x.shape)):
     return None
@@ -214,7 +226,7 @@ def _from_numpy_as_is(x: np.ndarray[Any, Any],
     address = None  # jaxlib checks the alignment itself.
   elif address is None:
     address = dlpack_capsule.writable_buffer_address(x)
-  return _import_as_is(capsule, address, x.nbytes, target, copy)
+  return _import_as_is(capsule, address, nbytes, target, copy)
 
 
 def _from_torch_as_is(tensor: Any, target: dlpack_device.Target | None,

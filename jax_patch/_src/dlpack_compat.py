@@ -282,11 +282,34 @@ JAXLIB_COPIES_UNALIGNED = _BINDING_TAKES_COPY
 import_aliasing_or_copying = _bind_import(None)
 
 
-# Whether no JAX transformation (jit, vmap, grad, ...) is being traced.
-# trace_state_clean is the same question on every version, before and after
-# JAX 0.4.36 replaced the trace stack with a trace context; it is bound here
-# once, since every import asks it.
-trace_state_clean: Callable[[], bool] = core.trace_state_clean
+# Whether JAX keeps its current trace in a context variable (JAX 0.4.36 on,
+# which replaced the trace stack): then the eval trace at the top axis
+# environment is the untransformed state, read in two lookups.
+_TRACE_CONTEXT = tuple(getattr(core, name, None) for name in (
+    "trace_state_strong_ref", "eval_trace", "axis_env_state", "top_axis_env"))
+JAX_HAS_TRACE_CONTEXT = None not in _TRACE_CONTEXT
+
+
+def _bind_trace_state_clean() -> Callable[[], bool]:
+  """Whether no JAX transformation (jit, vmap, grad, ...) is being traced.
+
+  ``core.trace_state_clean`` answers on every version, through a method and
+  two properties: a twentieth of a small import, which asks at every call.
+  Where the trace context exists its two values are read directly; they
+  suffice to say "clean" (no trace, no tracer, nothing to bake in), and
+  anything else is left to ``core.trace_state_clean`` to judge.
+  """
+  if not JAX_HAS_TRACE_CONTEXT:
+    clean: Callable[[], bool] = core.trace_state_clean
+    return clean
+  trace, eval_trace, axis_env, top_axis_env = _TRACE_CONTEXT
+  assert trace is not None and axis_env is not None  # For the type checkers.
+  return lambda: ((trace.value is eval_trace
+                   and axis_env.value is top_axis_env)
+                  or core.trace_state_clean())
+
+
+trace_state_clean = _bind_trace_state_clean()
 
 
 def is_tracing() -> bool:

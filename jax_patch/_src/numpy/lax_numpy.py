@@ -12,33 +12,13 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""``jax.numpy.from_dlpack``, spelled as the Array API standard spells it."""
+"""``jax.numpy.from_dlpack``, spelled as the Array API standard spells it.
 
-from __future__ import annotations
+It is :func:`jax_patch._src.dlpack.array_api_from_dlpack` itself, not a
+wrapper: every import comes through here, and a call layer would cost a
+twentieth of a small import.
+"""
 
-from typing import Any
+from jax_patch._src.dlpack import array_api_from_dlpack as from_dlpack
 
-from jax._src.typing import Array
-from jax_patch._src import dlpack
-from jax_patch._src import dlpack_device
-
-
-def from_dlpack(x: Any, /, *, device: dlpack_device.Target | None = None,
-                copy: bool | None = None) -> Array:
-  """Constructs a JAX array from an object that implements DLPack.
-
-  The Array API standard's ``from_dlpack``: ``device`` and ``copy`` are
-  keyword-only. See :func:`jax_patch._src.dlpack.from_dlpack` for what is
-  shared, what is copied and what raises.
-
-  Args:
-    x: an object with ``__dlpack__`` and ``__dlpack_device__`` methods.
-    device: ``None`` (the producer's device), a ``jax.Device`` or a
-      ``jax.sharding.Sharding``.
-    copy: ``True`` (always copy), ``False`` (never copy; raise
-      ``CopyRequiredError`` instead) or ``None`` (copy only if needed).
-
-  Returns:
-    A ``jax.Array``.
-  """
-  return dlpack.from_dlpack(x, device, copy)
+__all__ = ["from_dlpack"]

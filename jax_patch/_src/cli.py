@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import os
@@ -219,6 +220,37 @@ def _diff_command(args: argparse.Namespace) -> int:
   return 0
 
 
+def _series_command(args: argparse.Namespace) -> int:
+  from jax_patch._src import series  # pylint: disable=g-import-not-at-top
+  root = pathlib.Path(args.against)
+  out = pathlib.Path(args.out)
+  try:
+    target = series.read_target(root)
+    patches = series.write_series(root, out)
+  except series.SeriesError as err:
+    print(f"jax-patch series: {err}", file=sys.stderr)
+    return 1
+  print(f"wrote {len(patches)} patches for JAX {target.jax_version} "
+        f"(jaxlib >= {'.'.join(map(str, target.min_jaxlib))}) into {out}")
+  for patch in patches:
+    print(f"  {patch.name}")
+  if not args.check:
+    return 0
+  results = series.check_series(root, patches, python=args.python,
+                                interop_test=args.interop_test)
+  for step in results:
+    interop = f" (DLPack test: {step.interop_test})" if step.interop_test else ""
+    print(f"step {step.index}: {'ok' if step.ok else 'FAILED'}: "
+          f"{step.subject}{interop}")
+    if not step.ok:
+      print(textwrap.indent(json.dumps(dataclasses.asdict(step), indent=1),
+                            "    "))
+  failed = sum(not step.ok for step in results) + (
+      len(patches) - len(results))
+  print(f"{len(results) - failed} passed, {failed} failed")
+  return 1 if failed else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(
       prog="jax-patch",
@@ -249,7 +281,27 @@ def main(argv: Sequence[str] | None = None) -> int:
       "--force", action="store_true",
       help="diff anyway: against a JAX outside the tested range, or files "
       "with local changes")
+  series_parser = commands.add_parser(
+      "series", help="write the upstream pull request as a git format-patch "
+      "series for a JAX tree (jaxlib 0.11 on), one behaviour per patch")
+  series_parser.add_argument("--against", metavar="JAX_SRC", required=True,
+                             help="the JAX tree: a checkout or an sdist")
+  series_parser.add_argument("--out", metavar="DIR", default="series",
+                             help="where the patches go (default: series)")
+  series_parser.add_argument(
+      "--check", action="store_true",
+      help="then apply them one by one to a copy of JAX_SRC, checking "
+      "that each step imports, type-checks and passes its cases")
+  series_parser.add_argument(
+      "--python", default=sys.executable,
+      help="with --check, the interpreter to check with: one with a jaxlib "
+      "JAX_SRC accepts and its type checker (default: this one)")
+  series_parser.add_argument(
+      "--interop-test", action="store_true",
+      help="with --check, also run JAX_SRC's DLPack test at every step")
   args = parser.parse_args(argv)
+  if args.command == "series":
+    return _series_command(args)
   if args.command == "check":
     return check(as_json=args.json)
   if args.command == "vendor":

@@ -1,0 +1,301 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""``jax-patch series``: the upstream pull request, as a patch series.
+
+:func:`write_series` applies ``series_patches.SERIES`` to a JAX tree one
+patch at a time, committing each in a scratch git repository, and writes
+them out with ``git format-patch``. :func:`check_series` applies them with
+``git am`` to a scratch copy of the tree and, after each, checks that JAX
+imports, that the target's own type checker (pyrefly or mypy, as its
+``pyproject.toml`` configures) accepts the touched files, that the
+conformance cases the patches so far claim pass against the target's
+``jax.numpy.from_dlpack``, and (where asked) the target's own DLPack test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from jax_patch._src import series_patches
+
+# The series is written for this jaxlib range: every gate jax_patch keeps
+# for older jaxlib is constant over it.
+MIN_SUPPORTED_JAXLIB = (0, 11, 0)
+
+_AUTHOR = "jax-patch <jax-patch@users.noreply.github.com>"
+_DATE = "Fri, 4 Dec 2026 00:00:00 +0000"  # Fixed: the output is reproducible.
+_MIN_JAXLIB = re.compile(
+    r"^_minimum_jaxlib_version\s*=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
+_VERSION = re.compile(r"^_version\s*=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
+# The files a patch may touch, and what a scratch copy of the target needs.
+_TREE_FILES = ("jax", "pyproject.toml", series_patches.INTEROP_TEST)
+
+
+class SeriesError(Exception):
+  """The series cannot be written for, or applied to, the target."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+  root: pathlib.Path
+  jax_version: str
+  min_jaxlib: tuple[int, ...]
+  has_interop_test: bool
+
+
+@dataclasses.dataclass
+class StepResult:
+  """What the checks found after applying patches 1..``index``."""
+  index: int
+  subject: str
+  applied: bool = False
+  imports: bool = False
+  type_check: str = ""  # "ok", or the checker's complaint
+  failed_claims: list[str] = dataclasses.field(default_factory=list)
+  interop_test: str = ""  # pytest's summary line, if it ran
+  interop_passed: bool | None = None  # None: not run
+
+  @property
+  def ok(self) -> bool:
+    return (self.applied and self.imports and self.type_check == "ok"
+            and not self.failed_claims
+            and self.interop_passed is not False)
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+  return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def read_target(root: pathlib.Path) -> Target:
+  """Reads the target's JAX version and minimum jaxlib from jax/version.py.
+
+  Raises:
+    SeriesError: ``root`` is no JAX tree, or supports a jaxlib older than
+      the series is written for.
+  """
+  version_file = root / "jax" / "version.py"
+  if not version_file.is_file():
+    raise SeriesError(f"{root} is not a JAX tree: it has no jax/version.py.")
+  text = version_file.read_text()
+  version, minimum = _VERSION.search(text), _MIN_JAXLIB.search(text)
+  if version is None or minimum is None:
+    raise SeriesError(
+        f"{version_file} sets no _version or _minimum_jaxlib_version.")
+  min_jaxlib = _version_tuple(minimum.group(1))
+  if min_jaxlib < MIN_SUPPORTED_JAXLIB:
+    raise SeriesError(
+        f"JAX {version.group(1)} supports jaxlib {minimum.group(1)}, older "
+        f"than the series' {'.'.join(map(str, MIN_SUPPORTED_JAXLIB))}: "
+        "vendor the patch there instead (jax-patch vendor).")
+  return Target(root, version.group(1), min_jaxlib,
+                (root / series_patches.INTEROP_TEST).is_file())
+
+
+def _git(repo: pathlib.Path, *args: str) -> str:
+  env = dict(os.environ, GIT_AUTHOR_DATE=_DATE, GIT_COMMITTER_DATE=_DATE,
+             GIT_AUTHOR_NAME="jax-patch", GIT_COMMITTER_NAME="jax-patch",
+             GIT_AUTHOR_EMAIL="jax-patch@users.noreply.github.com",
+             GIT_COMMITTER_EMAIL="jax-patch@users.noreply.github.com")
+  done = subprocess.run(["git", "-C", str(repo), *args], env=env, text=True,
+                        capture_output=True, check=False)
+  if done.returncode:
+    raise SeriesError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
+  return done.stdout
+
+
+def _scratch_repo(target: Target, scratch: pathlib.Path) -> pathlib.Path:
+  """A git repository holding a copy of the target's files, committed."""
+  repo = scratch / "tree"
+  repo.mkdir()
+  for name in _TREE_FILES:
+    source = target.root / name
+    if source.is_dir():
+      shutil.copytree(source, repo / name,
+                      ignore=shutil.ignore_patterns("__pycache__"))
+    elif source.is_file():
+      (repo / name).parent.mkdir(parents=True, exist_ok=True)
+      shutil.copy2(source, repo / name)
+  _git(repo, "init", "-q")
+  _git(repo, "add", "-A")
+  _git(repo, "commit", "-q", "-m", f"JAX {target.jax_version}")
+  return repo
+
+
+def _apply(patch: series_patches.SeriesPatch, repo: pathlib.Path,
+           with_tests: bool) -> list[str]:
+  """Applies ``patch``'s edits in ``repo``; returns the files it touched."""
+  touched = []
+  for edit in patch.edits + (patch.test_edits if with_tests else ()):
+    path = repo / edit.path
+    text = path.read_text()
+    count = text.count(edit.old)
+    if count != 1:
+      raise SeriesError(
+          f"patch {patch.slug!r}: {edit.path} has {count} copies of the "
+          f"text it replaces, not one:\n{edit.old}")
+    path.write_text(text.replace(edit.old, edit.new))
+    touched.append(edit.path)
+  return sorted(set(touched))
+
+
+def write_series(root: pathlib.Path,
+                 out: pathlib.Path) -> list[pathlib.Path]:
+  """Writes the series for the JAX tree at ``root`` into ``out``.
+
+  Returns:
+    The patch files, in the order ``git am`` applies them.
+
+  Raises:
+    SeriesError: see :func:`read_target`; or a patch's text is not in the
+      target.
+  """
+  target = read_target(root)
+  out.mkdir(parents=True, exist_ok=True)
+  with tempfile.TemporaryDirectory() as scratch:
+    repo = _scratch_repo(target, pathlib.Path(scratch))
+    base = _git(repo, "rev-parse", "HEAD").strip()
+    for patch in series_patches.SERIES:
+      _apply(patch, repo, target.has_interop_test)
+      message = f"{patch.subject}\n\n{patch.body}"
+      _git(repo, "commit", "-q", "-a", "-m", message,
+           f"--author={_AUTHOR}")
+    names = _git(repo, "format-patch", "-q", "--no-signature",
+                 "--zero-commit", "--no-numbered", "-o", str(out.absolute()),
+                 f"{base}..HEAD")
+  del names
+  return sorted(out.glob("*.patch"))
+
+
+def touched_files(patch_file: pathlib.Path) -> list[str]:
+  """The files a patch in ``git format-patch`` form changes."""
+  return sorted(set(re.findall(r"^\+\+\+ b/(\S+)$", patch_file.read_text(),
+                               re.MULTILINE)))
+
+
+def check_series(root: pathlib.Path, patches: list[pathlib.Path],
+                 python: str = sys.executable,
+                 interop_test: bool = False) -> list[StepResult]:
+  """Applies ``patches`` one by one to a copy of ``root``, checking each.
+
+  Args:
+    root: the JAX tree the series was written for.
+    patches: the series, in order.
+    python: an interpreter with a jaxlib the target supports, and the
+      target's type checker, installed.
+    interop_test: also run the target's tests/array_interoperability_test.py
+      after each step (minutes each).
+  """
+  target = read_target(root)
+  results = []
+  claimed: list[str] = []
+  with tempfile.TemporaryDirectory() as scratch:
+    repo = _scratch_repo(target, pathlib.Path(scratch))
+    for index, (patch_file, patch) in enumerate(
+        zip(patches, series_patches.SERIES), start=1):
+      step = StepResult(index, patch.subject)
+      results.append(step)
+      try:
+        _git(repo, "am", "-q", str(patch_file.absolute()))
+      except SeriesError as err:
+        step.type_check = str(err)
+        break
+      step.applied = True
+      claimed.extend(patch.claims)
+      step.imports = _imports(repo, python)
+      touched = [path for path in touched_files(patch_file)
+                 if path.startswith("jax/")]
+      step.type_check = _type_check(repo, python, touched)
+      step.failed_claims = _failed_cases(repo, python, claimed)
+      if interop_test and target.has_interop_test:
+        step.interop_passed, step.interop_test = _interop_test(repo, python)
+  return results
+
+
+def _run(repo: pathlib.Path, python: str, *args: str,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+  env = dict(os.environ, **(env or {}))
+  # The target's jax/ first; jax_patch (for its conformance cases) after.
+  env["PYTHONPATH"] = os.pathsep.join(
+      [str(repo), str(pathlib.Path(__file__).absolute().parents[2])])
+  env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+  env["JAX_PLATFORMS"] = "cpu"
+  return subprocess.run([python, *args], cwd=repo, env=env, text=True,
+                        capture_output=True, check=False)
+
+
+def _imports(repo: pathlib.Path, python: str) -> bool:
+  done = _run(repo, python, "-c",
+              "import jax, jax.numpy, jax.dlpack, pathlib, sys;"
+              f"sys.exit(pathlib.Path(jax.__file__).parent != "
+              f"pathlib.Path({str(repo / 'jax')!r}))")
+  return done.returncode == 0
+
+
+def _type_check(repo: pathlib.Path, python: str, files: list[str]) -> str:
+  """The target's checker on ``files``: "ok", or what it reported."""
+  config = (repo / "pyproject.toml").read_text() if (
+      repo / "pyproject.toml").is_file() else ""
+  if not files:
+    return "ok"
+  if "[tool.pyrefly]" in config:
+    command = ["-m", "pyrefly", "check", *files]
+  elif "[tool.mypy]" in config:
+    command = ["-m", "mypy", "--config-file", "pyproject.toml", *files]
+  else:
+    return "ok"  # The target configures no checker of its own.
+  done = _run(repo, python, *command)
+  if done.returncode:
+    return (done.stdout + done.stderr).strip()[-2000:] or "failed"
+  return "ok"
+
+
+_CASES_SCRIPT = """
+import json, sys
+import jax.numpy as jnp
+from jax_patch._src import conformance
+wanted = set(sys.argv[1:])
+failed = []
+for case in conformance.CASES:
+  if case.name in wanted:
+    detail, passed = conformance.run_case(case, jnp.from_dlpack)
+    if passed is False:
+      failed.append(case.name + ": " + detail)
+print(json.dumps(failed))
+"""
+
+
+def _failed_cases(repo: pathlib.Path, python: str,
+                  names: list[str]) -> list[str]:
+  done = _run(repo, python, "-c", _CASES_SCRIPT, *names)
+  if done.returncode:
+    return [f"the cases did not run: {done.stderr.strip()[-1000:]}"]
+  failed: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+  return failed
+
+
+def _interop_test(repo: pathlib.Path, python: str) -> tuple[bool, str]:
+  """Runs the target's DLPack test: whether it passed, and pytest's summary."""
+  done = _run(repo, python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+              series_patches.INTEROP_TEST)
+  summary = (done.stdout.strip().splitlines() or ["no output"])[-1]
+  return done.returncode == 0, summary

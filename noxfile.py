@@ -24,6 +24,7 @@ recorded.
   .venv/bin/nox -t edges                # oldest and newest (.ci/run)
   .venv/bin/nox -s "matrix(0.6.2, py3.11)" table
   .venv/bin/nox -s boundary             # the releases beside each gate
+  .venv/bin/nox -s series               # the upstream series on the sdist
   .venv/bin/nox -t py3.12               # every session on Python 3.12
 
 Python 3.12 and 3.13 are taken from pyenv's directory when it has them (see
@@ -49,7 +50,8 @@ MATRIX = (("0.4.35", "3.11"), ("0.4.38", "3.11"), ("0.5.3", "3.11"),
           ("0.12.0.1", "3.12"), ("0.12.0.1", "3.13"))
 # Type-checked too: the oldest and the newest, each on a Python that both
 # mypy and pytype run on (pytype 2024.10.11 has no Python 3.13).
-TYPE_CHECKED = (MATRIX[0], ("0.12.0.1", "3.12"))
+NEWEST = ("0.12.0.1", "3.12")
+TYPE_CHECKED = (MATRIX[0], NEWEST)
 STEPS = ("tests", "check", "vendor", "types")
 
 # The releases on either side of each gate in jax_patch/_src/dlpack_compat.py
@@ -225,6 +227,27 @@ def boundary(session: nox.Session, jax: str, python_version: str) -> None:
   _install(session, jax, "test")
   session.run("python", "-m", "pytest", "-q", "tests/dlpack_compat_test.py",
               "tests/conformance_test.py")
+
+
+@nox.session(python=_interpreter(NEWEST[1]))
+def series(session: nox.Session) -> None:
+  """The upstream patch series, applied step by step to the newest sdist.
+
+  The sdist comes from the package registry, as CI cannot fetch JAX's
+  repository: it holds jax/ and pyproject.toml (so the steps run JAX's own
+  pyrefly configuration), but not JAX's tests.
+  """
+  _install(session, NEWEST[0], "series")
+  scratch = pathlib.Path(session.create_tmp())
+  for stale in scratch.iterdir():
+    session.run("rm", "-rf", str(stale), external=True)
+  session.run("python", "-m", "pip", "download", "--quiet", "--no-deps",
+              "--no-binary", ":all:", f"jax=={NEWEST[0]}", "-d", str(scratch))
+  sdist, = scratch.glob("jax-*.tar.gz")
+  session.run("tar", "-xzf", str(sdist), "-C", str(scratch), external=True)
+  tree = scratch / sdist.name[:-len(".tar.gz")]
+  session.run("jax-patch", "series", "--against", str(tree), "--out",
+              str(scratch / "patches"), "--check")
 
 
 @nox.session(python=False, tags=["edges"])

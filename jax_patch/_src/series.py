@@ -111,7 +111,7 @@ def read_target(root: pathlib.Path) -> Target:
                 (root / series_patches.INTEROP_TEST).is_file())
 
 
-def _git(repo: pathlib.Path, *args: str) -> str:
+def git(repo: pathlib.Path, *args: str) -> str:
   env = dict(os.environ, GIT_AUTHOR_DATE=_DATE, GIT_COMMITTER_DATE=_DATE,
              GIT_AUTHOR_NAME="jax-patch", GIT_COMMITTER_NAME="jax-patch",
              GIT_AUTHOR_EMAIL="jax-patch@users.noreply.github.com",
@@ -123,7 +123,7 @@ def _git(repo: pathlib.Path, *args: str) -> str:
   return done.stdout
 
 
-def _scratch_repo(target: Target, scratch: pathlib.Path) -> pathlib.Path:
+def scratch_repo(target: Target, scratch: pathlib.Path) -> pathlib.Path:
   """A git repository holding a copy of the target's files, committed."""
   repo = scratch / "tree"
   repo.mkdir()
@@ -135,9 +135,9 @@ def _scratch_repo(target: Target, scratch: pathlib.Path) -> pathlib.Path:
     elif source.is_file():
       (repo / name).parent.mkdir(parents=True, exist_ok=True)
       shutil.copy2(source, repo / name)
-  _git(repo, "init", "-q")
-  _git(repo, "add", "-A")
-  _git(repo, "commit", "-q", "-m", f"JAX {target.jax_version}")
+  git(repo, "init", "-q")
+  git(repo, "add", "-A")
+  git(repo, "commit", "-q", "-m", f"JAX {target.jax_version}")
   return repo
 
 
@@ -172,14 +172,14 @@ def write_series(root: pathlib.Path,
   target = read_target(root)
   out.mkdir(parents=True, exist_ok=True)
   with tempfile.TemporaryDirectory() as scratch:
-    repo = _scratch_repo(target, pathlib.Path(scratch))
-    base = _git(repo, "rev-parse", "HEAD").strip()
+    repo = scratch_repo(target, pathlib.Path(scratch))
+    base = git(repo, "rev-parse", "HEAD").strip()
     for patch in series_patches.SERIES:
       _apply(patch, repo, target.has_interop_test)
       message = f"{patch.subject}\n\n{patch.body}"
-      _git(repo, "commit", "-q", "-a", "-m", message,
+      git(repo, "commit", "-q", "-a", "-m", message,
            f"--author={_AUTHOR}")
-    names = _git(repo, "format-patch", "-q", "--no-signature",
+    names = git(repo, "format-patch", "-q", "--no-signature",
                  "--zero-commit", "--no-numbered", "-o", str(out.absolute()),
                  f"{base}..HEAD")
   del names
@@ -209,13 +209,13 @@ def check_series(root: pathlib.Path, patches: list[pathlib.Path],
   results = []
   claimed: list[str] = []
   with tempfile.TemporaryDirectory() as scratch:
-    repo = _scratch_repo(target, pathlib.Path(scratch))
+    repo = scratch_repo(target, pathlib.Path(scratch))
     for index, (patch_file, patch) in enumerate(
         zip(patches, series_patches.SERIES), start=1):
       step = StepResult(index, patch.subject)
       results.append(step)
       try:
-        _git(repo, "am", "-q", str(patch_file.absolute()))
+        git(repo, "am", "-q", str(patch_file.absolute()))
       except SeriesError as err:
         step.type_check = str(err)
         break
@@ -225,7 +225,7 @@ def check_series(root: pathlib.Path, patches: list[pathlib.Path],
       touched = [path for path in touched_files(patch_file)
                  if path.startswith("jax/")]
       step.type_check = _type_check(repo, python, touched)
-      step.failed_claims = _failed_cases(repo, python, claimed)
+      step.failed_claims = failed_cases(repo, python, claimed)
       if interop_test and target.has_interop_test:
         step.interop_passed, step.interop_test = _interop_test(repo, python)
   return results
@@ -284,7 +284,7 @@ print(json.dumps(failed))
 """
 
 
-def _failed_cases(repo: pathlib.Path, python: str,
+def failed_cases(repo: pathlib.Path, python: str,
                   names: list[str]) -> list[str]:
   done = _run(repo, python, "-c", _CASES_SCRIPT, *names)
   if done.returncode:

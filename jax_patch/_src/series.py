@@ -61,6 +61,9 @@ class Target:
   jax_version: str
   min_jaxlib: tuple[int, ...]
   has_interop_test: bool
+  # Whether its from_dlpack already asks for DLPack 1.x capsules (JAX 0.12
+  # on), which jaxlib 0.12 reads: read-only arrays import.
+  imports_versioned: bool
 
 
 @dataclasses.dataclass
@@ -107,8 +110,11 @@ def read_target(root: pathlib.Path) -> Target:
         f"JAX {version.group(1)} supports jaxlib {minimum.group(1)}, older "
         f"than the series' {'.'.join(map(str, MIN_SUPPORTED_JAXLIB))}: "
         "vendor the patch there instead (jax-patch vendor).")
+  dlpack = root / series_patches.DLPACK
   return Target(root, version.group(1), min_jaxlib,
-                (root / series_patches.INTEROP_TEST).is_file())
+                (root / series_patches.INTEROP_TEST).is_file(),
+                dlpack.is_file() and series_patches.VERSIONED_IMPORT_MARK
+                in dlpack.read_text())
 
 
 def git(repo: pathlib.Path, *args: str) -> str:
@@ -220,7 +226,7 @@ def check_series(root: pathlib.Path, patches: list[pathlib.Path],
         step.type_check = str(err)
         break
       step.applied = True
-      claimed.extend(patch.claims)
+      claimed.extend(patch.claims_for(target.imports_versioned))
       step.imports = _imports(repo, python)
       touched = [path for path in touched_files(patch_file)
                  if path.startswith("jax/")]

@@ -58,6 +58,8 @@ class SeriesPatch:
     claims: the conformance cases this patch makes pass.
     edits: the change to JAX's sources.
     test_edits: its tests, applied where the target has JAX's test file.
+    claims_with_versioned_import: cases it makes pass only where the target
+      already imports DLPack 1.x capsules (read-only arrays): JAX 0.12 on.
   """
   slug: str
   subject: str
@@ -65,6 +67,17 @@ class SeriesPatch:
   claims: tuple[str, ...]
   edits: tuple[Edit, ...]
   test_edits: tuple[Edit, ...] = ()
+  claims_with_versioned_import: tuple[str, ...] = ()
+
+  def all_claims(self) -> tuple[str, ...]:
+    return self.claims + self.claims_with_versioned_import
+
+  def claims_for(self, imports_versioned: bool) -> tuple[str, ...]:
+    return self.all_claims() if imports_versioned else self.claims
+
+
+# The target already negotiates DLPack 1.x capsules on import (JAX 0.12 on).
+VERSIONED_IMPORT_MARK = "max_version=DLPACK_VERSION"
 
 
 def _tests(source: str) -> tuple[Edit, ...]:
@@ -421,6 +434,139 @@ Measured on jax 0.12.0.1 with 2 CPU devices: an array on cpu:1 reports
 """))
 
 
+_STRIDED_INPUT = SeriesPatch(
+    slug="strided-input",
+    subject="dlpack: import non-compact strides through the producer's copy",
+    body="""\
+jaxlib imports only compact layouts: from_dlpack(x[::2]),
+from_dlpack(x[::-1]) and from_dlpack(np.broadcast_to(...)) raised
+JaxRuntimeError UNIMPLEMENTED ("Only DLPack tensors with trivial (compact)
+striding are supported"), also under copy=None, and under copy=False
+raised that instead of the copy-required error. The Array API standard:
+copy=None "must avoid a copy if possible but may copy if needed".
+
+from_dlpack now asks the producer for a compact copy, with the DLPack
+1.0 copy=True keyword (NumPy, torch and CuPy honour it), and imports that.
+Under copy=False it raises the copy-required error, saying why. jaxlib
+copies the producer's copy again only where it is not 64-byte aligned.
+
+Measured on jax 0.12.0.1 (CPU): the three raise UNIMPLEMENTED.
+""",
+    claims=("copy_none_step_slice_imports", "copy_none_reversed_imports",
+            "copy_false_strided_raises"),
+    claims_with_versioned_import=("copy_none_broadcast_imports",),
+    edits=(
+        Edit(DLPACK, """\
+        "copy=None to perform the requested operation."
+      )
+    else:
+      raise
+""", """\
+        "copy=None to perform the requested operation."
+      )
+    elif "trivial (compact) striding" in se:
+      if copy is False:
+        raise _CopyRequiredError(
+            "Specified input with non-compact strides, which requires a "
+            "copy since jaxlib imports only compact layouts, however "
+            "copy=False. Set copy=True or copy=None to perform the "
+            "requested operation.") from None
+      arr = _import_compact_copy(external_array, dlpack_device, stream,
+                                 int(dl_device_type))
+    else:
+      raise
+"""),
+        Edit(DLPACK, """\
+def _is_tensorflow_tensor(external_array):""", """\
+def _import_compact_copy(external_array, device, stream, dl_device_type):
+  \"\"\"Imports the producer's compact copy of an array laid out otherwise.\"\"\"
+  try:
+    dlpack = external_array.__dlpack__(stream=stream, copy=True)
+  except TypeError:
+    raise BufferError(
+        "from_dlpack: the array's strides are not compact, which jaxlib "
+        "cannot import, and its producer does not take the DLPack 1.0 "
+        "copy keyword to make a compact copy.") from None
+  return _jax.dlpack_managed_tensor_to_buffer(
+      dlpack, device, stream, None, dl_device_type)
+
+def _is_tensorflow_tensor(external_array):"""),
+    ),
+    test_edits=_tests("""\
+  @jtu.sample_product(step=[2, -1])
+  @jtu.run_on_devices("cpu")
+  def testNumpyToJaxNonCompactStrides(self, step):
+    x = np.arange(16.0)[::step]
+    self.assertAllClose(x, jnp.from_dlpack(x))
+    for error in (BufferError, ValueError):
+      with self.assertRaisesRegex(error, "non-compact strides"):
+        jnp.from_dlpack(x, copy=False)
+"""))
+
+
+_MULTI_DEVICE_SHARDING = SeriesPatch(
+    slug="multi-device-sharding",
+    subject="dlpack: from_dlpack places the import on a multi-device sharding",
+    body="""\
+device= takes a Sharding, but from_dlpack refused any Sharding over more
+than one device ("can only unpack a dlpack tensor onto a singular device").
+It now imports onto the producer's device and device_puts the result to
+the sharding, which replicates or shards it; copy=False raises the
+copy-required error, since the other devices need copies. copy=True
+copies before placing: a device_put between CPU devices may alias its
+input, so a replicated result shared the source's memory.
+
+Measured on jax 0.12.0.1 with 4 CPU devices:
+from_dlpack(x, device=NamedSharding(mesh, P("x"))) raises ValueError.
+""",
+    claims=("copy_true_replicated_is_independent",
+            "multi_device_sharding_shards",
+            "multi_device_sharding_copy_false_raises"),
+    edits=(
+        Edit(DLPACK, """\
+  if isinstance(device, Sharding):
+    device_set = device.device_set
+    if len(device_set) > 1:
+      raise ValueError(
+        "from_dlpack can only unpack a dlpack tensor onto a singular device, but "
+        f"a Sharding with {len(device_set)} devices was provided."
+      )
+    device, = device_set
+""", """\
+  if isinstance(device, Sharding) and len(device.device_set) == 1:
+    device, = device.device_set
+"""),
+        Edit(DLPACK, """\
+  if device and dlpack_device != device:
+    return device_put(_arr, device)
+  if copy:
+    # Finished before returning: the caller may write to the source next.
+    return jnp.array(_arr, copy=True).block_until_ready()
+  return _arr""", """\
+  if copy:
+    # Copied before placing: device_put between CPU devices may alias.
+    # Finished before returning: the caller may write to the source next.
+    _arr = jnp.array(_arr, copy=True).block_until_ready()
+  if device and dlpack_device != device:
+    return device_put(_arr, device)
+  return _arr"""),
+    ),
+    test_edits=_tests("""\
+  @jtu.run_on_devices("cpu")
+  def testFromDLPackShardsOverAMesh(self):
+    if jax.device_count() < 2:
+      self.skipTest("needs two devices")
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]), ("x",))
+    sharding = jax.sharding.NamedSharding(mesh, P("x"))
+    x = np.arange(8.0)
+    y = jnp.from_dlpack(x, device=sharding)
+    self.assertEqual(y.sharding, sharding)
+    self.assertAllClose(x, y)
+    with self.assertRaisesRegex(BufferError, "requires a copy"):
+      jnp.from_dlpack(x, device=sharding, copy=False)
+"""))
+
+
 SERIES: tuple[SeriesPatch, ...] = (
     _EXCEPTION_CLASSES,
     _NO_SILENT_NARROWING,
@@ -428,6 +574,8 @@ SERIES: tuple[SeriesPatch, ...] = (
     _NO_TRACING,
     _JAX_ARRAY_KEEPS_DEVICE,
     _CPU_DEVICE_ID,
+    _STRIDED_INPUT,
+    _MULTI_DEVICE_SHARDING,
 )
 
 # Conformance cases jax_patch passes and upstream (0.12.0.1, JAX main)
@@ -435,14 +583,7 @@ SERIES: tuple[SeriesPatch, ...] = (
 # write. A test keeps this list, the claims and the conformance results
 # consistent.
 NOT_YET_IN_SERIES: frozenset[str] = frozenset({
-    "copy_false_strided_raises",
     "copy_false_producer_copied_raises",
-    "copy_none_step_slice_imports",
-    "copy_none_reversed_imports",
-    "copy_none_broadcast_imports",
-    "copy_true_replicated_is_independent",
-    "multi_device_sharding_shards",
-    "multi_device_sharding_copy_false_raises",
     "foreign_platform_imports_host_copy",
     "foreign_platform_without_device_raises",
     "cuda_host_source_gets_no_stream",

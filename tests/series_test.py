@@ -83,6 +83,11 @@ class SeriesClaimsTest(absltest.TestCase):
         self.assertNotEmpty(patch.claims)
         self.assertTrue(any(edit.path == series_patches.INTEROP_TEST
                             for edit in patch.test_edits))
+    for patch in series_patches.SERIES:
+      with self.subTest(patch.slug):
+        self.assertLessEqual(len(patch.subject), 72)
+        self.assertLessEqual(  # git's own commit-body width.
+            max(len(line) for line in patch.body.splitlines()), 75)
     slugs = [patch.slug for patch in series_patches.SERIES]
     self.assertEqual(len(slugs), len(set(slugs)))
 
@@ -145,7 +150,7 @@ class InstalledJaxSeriesTest(absltest.TestCase):
   def test_writes_one_format_patch_per_behaviour(self) -> None:
     self.assertLen(self.patches, len(series_patches.SERIES))
     for patch_file, patch in zip(self.patches, series_patches.SERIES):
-      text = patch_file.read_text()
+      text = patch_file.read_text().replace("\n ", " ")  # Unfolded.
       self.assertTrue(text.startswith("From "))
       self.assertIn(f"Subject: [PATCH] {patch.subject}\n", text)
       self.assertIn(patch.body.splitlines()[0], text)

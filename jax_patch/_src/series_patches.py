@@ -436,7 +436,7 @@ Measured on jax 0.12.0.1 with 2 CPU devices: an array on cpu:1 reports
 
 _STRIDED_INPUT = SeriesPatch(
     slug="strided-input",
-    subject="dlpack: import non-compact strides through the producer's copy",
+    subject="dlpack: import non-compact strides via the producer's copy",
     body="""\
 jaxlib imports only compact layouts: from_dlpack(x[::2]),
 from_dlpack(x[::-1]) and from_dlpack(np.broadcast_to(...)) raised
@@ -506,7 +506,7 @@ def _is_tensorflow_tensor(external_array):"""),
 
 _MULTI_DEVICE_SHARDING = SeriesPatch(
     slug="multi-device-sharding",
-    subject="dlpack: from_dlpack places the import on a multi-device sharding",
+    subject="dlpack: place imports on multi-device shardings",
     body="""\
 device= takes a Sharding, but from_dlpack refused any Sharding over more
 than one device ("can only unpack a dlpack tensor onto a singular device").

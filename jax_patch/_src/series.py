@@ -220,6 +220,8 @@ def check_series(root: pathlib.Path, patches: list[pathlib.Path],
         zip(patches, series_patches.SERIES), start=1):
       step = StepResult(index, patch.subject)
       results.append(step)
+      probe_before = (_type_check(repo, python, [_write_probe(repo, patch)])
+                      if patch.typing_probe else "")
       try:
         git(repo, "am", "-q", str(patch_file.absolute()))
       except SeriesError as err:
@@ -230,7 +232,12 @@ def check_series(root: pathlib.Path, patches: list[pathlib.Path],
       step.imports = _imports(repo, python)
       touched = [path for path in touched_files(patch_file)
                  if path.startswith("jax/")]
+      if patch.typing_probe:
+        touched.append(_write_probe(repo, patch))
       step.type_check = _type_check(repo, python, touched)
+      if probe_before == "ok" and _checks_types(repo):
+        step.type_check = ("the typing probe passes before the patch too: "
+                           "it shows nothing")
       step.failed_claims = failed_cases(repo, python, claimed)
       if interop_test and target.has_interop_test:
         step.interop_passed, step.interop_test = _interop_test(repo, python)
@@ -257,18 +264,35 @@ def _imports(repo: pathlib.Path, python: str) -> bool:
   return done.returncode == 0
 
 
-def _type_check(repo: pathlib.Path, python: str, files: list[str]) -> str:
-  """The target's checker on ``files``: "ok", or what it reported."""
+def _write_probe(repo: pathlib.Path, patch: series_patches.SeriesPatch) -> str:
+  """Writes ``patch``'s typing probe where the target's checker looks."""
+  # Inside jax/, which JAX's pyrefly configuration includes; not committed.
+  path = f"jax/_jax_patch_probe_{patch.slug.replace('-', '_')}.py"
+  (repo / path).write_text(patch.typing_probe)
+  return path
+
+
+def _checker(repo: pathlib.Path) -> list[str]:
+  """The target's own type checker, as ``python`` arguments; [] if none."""
   config = (repo / "pyproject.toml").read_text() if (
       repo / "pyproject.toml").is_file() else ""
-  if not files:
-    return "ok"
   if "[tool.pyrefly]" in config:
-    command = ["-m", "pyrefly", "check", *files]
-  elif "[tool.mypy]" in config:
-    command = ["-m", "mypy", "--config-file", "pyproject.toml", *files]
-  else:
-    return "ok"  # The target configures no checker of its own.
+    return ["-m", "pyrefly", "check"]
+  if "[tool.mypy]" in config:
+    return ["-m", "mypy", "--config-file", "pyproject.toml"]
+  return []
+
+
+def _checks_types(repo: pathlib.Path) -> bool:
+  return bool(_checker(repo))
+
+
+def _type_check(repo: pathlib.Path, python: str, files: list[str]) -> str:
+  """The target's checker on ``files``: "ok", or what it reported."""
+  command = _checker(repo)
+  if not files or not command:
+    return "ok"  # Nothing touched, or the target configures no checker.
+  command = command + files
   done = _run(repo, python, *command)
   if done.returncode:
     return (done.stdout + done.stderr).strip()[-2000:] or "failed"

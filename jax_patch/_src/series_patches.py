@@ -68,6 +68,9 @@ class SeriesPatch:
   edits: tuple[Edit, ...]
   test_edits: tuple[Edit, ...] = ()
   claims_with_versioned_import: tuple[str, ...] = ()
+  # For a typing patch: code the target's type checker must accept after
+  # the patch, and reject before it.
+  typing_probe: str = ""
 
   def all_claims(self) -> tuple[str, ...]:
     return self.claims + self.claims_with_versioned_import
@@ -567,6 +570,49 @@ from_dlpack(x, device=NamedSharding(mesh, P("x"))) raises ValueError.
 """))
 
 
+BASEARRAY_STUB = "jax/_src/basearray.pyi"
+
+_STUBS = SeriesPatch(
+    slug="dlpack-stubs",
+    subject="basearray.pyi: declare __dlpack__'s keywords, __dlpack_device__",
+    body="""\
+jax.Array's stub declared __dlpack__(self) with no parameters and no
+__dlpack_device__, so type checkers rejected the calls the DLPack
+protocol makes: x.__dlpack__(stream=None, max_version=(1, 0),
+dl_device=(1, 0), copy=False) and x.__dlpack_device__(). They now match
+ArrayImpl's runtime signature. The device type stays Any: DLDeviceType
+lives in jax._src.typing, which imports this module.
+
+Measured with pyrefly 1.1.1 on JAX's configuration: both calls are
+reported as errors.
+""",
+    claims=(),
+    edits=(
+        Edit(BASEARRAY_STUB, """\
+  def __dlpack__(self) -> Any: ...
+""", """\
+  def __dlpack__(self, *, stream: int | Any | None = None,
+                 max_version: tuple[int, int] | None = None,
+                 dl_device: tuple[Any, int] | None = None,
+                 copy: bool | None = None) -> Any: ...
+  def __dlpack_device__(self) -> tuple[Any, int]: ...
+"""),
+    ),
+    typing_probe="""\
+import jax
+import jax.numpy as jnp
+
+def export(x: jax.Array) -> object:
+  device_type, device_id = x.__dlpack_device__()
+  del device_type
+  return x.__dlpack__(stream=None, max_version=(1, 0),
+                      dl_device=(1, device_id), copy=False)
+
+def round_trip(x: jax.Array) -> jax.Array:
+  return jnp.from_dlpack(x, device=None, copy=None)
+""")
+
+
 SERIES: tuple[SeriesPatch, ...] = (
     _EXCEPTION_CLASSES,
     _NO_SILENT_NARROWING,
@@ -576,6 +622,7 @@ SERIES: tuple[SeriesPatch, ...] = (
     _CPU_DEVICE_ID,
     _STRIDED_INPUT,
     _MULTI_DEVICE_SHARDING,
+    _STUBS,
 )
 
 # Conformance cases jax_patch passes and upstream (0.12.0.1, JAX main)

@@ -14,8 +14,8 @@
 
 """``jax-patch series``: the upstream pull request, as a patch series.
 
-:func:`write_series` applies ``series_patches.SERIES`` to a JAX tree one
-patch at a time, committing each in a scratch git repository, and writes
+:func:`write_series` applies the patches of ``series_patches.SERIES`` its
+jaxlib range needs to a JAX tree one patch at a time, committing each in a scratch git repository, and writes
 them out with ``git format-patch``. :func:`check_series` applies them with
 ``git am`` to a scratch copy of the tree and, after each, checks that JAX
 imports, that the target's own type checker (pyrefly or mypy, as its
@@ -180,7 +180,7 @@ def write_series(root: pathlib.Path,
   with tempfile.TemporaryDirectory() as scratch:
     repo = scratch_repo(target, pathlib.Path(scratch))
     base = git(repo, "rev-parse", "HEAD").strip()
-    for patch in series_patches.SERIES:
+    for patch in series_patches.for_target(target.min_jaxlib):
       _apply(patch, repo, target.has_interop_test)
       message = f"{patch.subject}\n\n{patch.body}"
       git(repo, "commit", "-q", "-a", "-m", message,
@@ -217,7 +217,7 @@ def check_series(root: pathlib.Path, patches: list[pathlib.Path],
   with tempfile.TemporaryDirectory() as scratch:
     repo = scratch_repo(target, pathlib.Path(scratch))
     for index, (patch_file, patch) in enumerate(
-        zip(patches, series_patches.SERIES), start=1):
+        zip(patches, series_patches.for_target(target.min_jaxlib)), start=1):
       step = StepResult(index, patch.subject)
       results.append(step)
       probe_before = (_type_check(repo, python, [_write_probe(repo, patch)])

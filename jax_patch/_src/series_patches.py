@@ -71,6 +71,13 @@ class SeriesPatch:
   # For a typing patch: code the target's type checker must accept after
   # the patch, and reject before it.
   typing_probe: str = ""
+  # Only for targets whose minimum jaxlib is older than this: the fix of a
+  # jaxlib bug, needless (and absent) where every supported jaxlib has it.
+  only_below_jaxlib: tuple[int, ...] | None = None
+
+  def is_for(self, min_jaxlib: tuple[int, ...]) -> bool:
+    return (self.only_below_jaxlib is None
+            or min_jaxlib < self.only_below_jaxlib)
 
   def all_claims(self) -> tuple[str, ...]:
     return self.claims + self.claims_with_versioned_import
@@ -613,6 +620,71 @@ def round_trip(x: jax.Array) -> jax.Array:
 """)
 
 
+_NON_ROW_MAJOR = SeriesPatch(
+    slug="non-row-major-layouts",
+    subject="dlpack: copy non-row-major imports on jaxlib before 0.11.2",
+    body="""\
+jaxlib before 0.11.2 aliases a compact but non-row-major host tensor
+(x.T, any permutation) with a matching XLA layout, which reads right,
+but device_put to another device then moves it wrongly: the moved array
+computes wrong values (jaxlib 0.10 to 0.11.1; 0.8 and 0.9 permute the
+moved values). from_dlpack now copies such an import once into the
+default layout on those jaxlib versions, and under copy=False raises the
+copy-required error saying why. jaxlib 0.11.2 fixed the move, and there
+the alias is kept; this patch goes away with the minimum jaxlib.
+
+Measured with jaxlib 0.11.1 and 2 CPU devices:
+device_put(from_dlpack(x.transpose(1, 2, 0)), cpu1) * 1 differs from
+x.transpose(1, 2, 0).
+""",
+    claims=("transposed_values_are_right", "copy_false_transposed_shares"),
+    only_below_jaxlib=(0, 11, 2),
+    edits=(
+        Edit(DLPACK, """\
+from jax._src.lib import _jax
+from jax._src.lib import xla_client
+""", """\
+from jax._src.lib import _jax
+from jax._src.lib import jaxlib_extension_version
+from jax._src.lib import xla_client
+"""),
+        Edit(DLPACK, """\
+  # TODO(phawkins): when we are ready to support x64 arrays in
+  # non-x64 mode, change the semantics to not canonicalize here.
+""", """\
+  # jaxlib before 0.11.2 (extension 495) aliases other layouts, but moves
+  # them to other devices wrongly.
+  if (jaxlib_extension_version < 495 and not copy
+      and arr.format.layout.major_to_minor != tuple(range(arr.ndim))):
+    if copy is False:
+      raise _CopyRequiredError(
+          "Specified input with a non-row-major layout, which requires a "
+          "copy since this jaxlib moves such arrays between devices "
+          "wrongly (fixed in jaxlib 0.11.2), however copy=False. Set "
+          "copy=True or copy=None to perform the requested operation.")
+    arr = _array_copy(arr)
+  # TODO(phawkins): when we are ready to support x64 arrays in
+  # non-x64 mode, change the semantics to not canonicalize here.
+"""),
+    ),
+    test_edits=_tests("""\
+  @jtu.run_on_devices("cpu")
+  def testNonRowMajorImportMovesRight(self):
+    if jax.device_count() < 2:
+      self.skipTest("needs two devices")
+    x = _ensure_alignment(np.arange(24, dtype=np.float32),
+                          desired_alignment=64)
+    x = x.reshape(2, 3, 4).transpose(1, 2, 0)
+    y = jax.device_put(jnp.from_dlpack(x), jax.devices()[1])
+    self.assertArraysEqual(x * 2, np.asarray(y * 2))
+"""))
+
+
+def for_target(min_jaxlib: tuple[int, ...]) -> tuple[SeriesPatch, ...]:
+  """The series for a JAX whose minimum jaxlib is ``min_jaxlib``."""
+  return tuple(patch for patch in SERIES if patch.is_for(min_jaxlib))
+
+
 SERIES: tuple[SeriesPatch, ...] = (
     _EXCEPTION_CLASSES,
     _NO_SILENT_NARROWING,
@@ -622,6 +694,7 @@ SERIES: tuple[SeriesPatch, ...] = (
     _CPU_DEVICE_ID,
     _STRIDED_INPUT,
     _MULTI_DEVICE_SHARDING,
+    _NON_ROW_MAJOR,
     _STUBS,
 )
 

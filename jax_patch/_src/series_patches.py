@@ -620,6 +620,197 @@ def round_trip(x: jax.Array) -> jax.Array:
 """)
 
 
+_FOREIGN_PLATFORM = SeriesPatch(
+    slug="foreign-platform-host-copy",
+    subject="dlpack: import a host copy from a platform JAX has no backend for",
+    body="""\
+from_dlpack of a CUDA tensor under a CPU-only jaxlib raised RuntimeError
+"Unknown backend cuda", also with device= a CPU device. The DLPack
+protocol lets a consumer ask the producer for a copy on another device:
+from_dlpack now asks for a host copy (dl_device=(kDLCPU, 0), copy=True,
+stream=None, since no stream of that platform exists here) when device=
+is on the CPU, and otherwise raises BufferError saying to pass device=.
+Pinned host memory (kDLCUDAHost) of a missing platform is asked the
+same way. copy=False raises the copy-required error.
+
+Measured on jax 0.12.0.1 (CPU-only): a producer reporting kDLCUDA raises
+RuntimeError, with or without device=jax.devices("cpu")[0].
+""",
+    claims=("foreign_platform_imports_host_copy",
+            "foreign_platform_without_device_raises",
+            "cuda_host_source_gets_no_stream"),
+    edits=(
+        Edit(DLPACK, """\
+  backend = xla_bridge.get_backend(dl_device_platform)
+  dlpack_device = backend.device_from_local_hardware_id(device_id)
+""", """\
+  try:
+    backend = xla_bridge.get_backend(dl_device_platform)
+  except RuntimeError:
+    # No backend for the producer's platform (a CUDA tensor under a
+    # CPU-only jaxlib): only a host copy can be imported.
+    return _import_host_copy(external_array, device, copy)
+  dlpack_device = backend.device_from_local_hardware_id(device_id)
+"""),
+        Edit(DLPACK, """\
+def _is_tensorflow_tensor(external_array):""", """\
+def _import_host_copy(external_array, device, copy):
+  \"\"\"Imports the producer's host copy, placed on ``device`` (on the CPU).\"\"\"
+  devices = device.device_set if isinstance(device, Sharding) else {device}
+  if device is None or any(d.platform != "cpu" for d in devices):
+    raise BufferError(
+        "from_dlpack: JAX has no backend for the array's platform. Pass "
+        "device= a CPU device to import a copy on the host.")
+  if copy is False:
+    raise _CopyRequiredError(
+        "Specified a CPU device, which requires a copy since the array's "
+        "platform has no backend here, however copy=False. Set copy=True "
+        "or copy=None to perform the requested operation.")
+  dlpack = external_array.__dlpack__(
+      stream=None, dl_device=(DLDeviceType.kDLCPU, 0), copy=True)
+  cpu = xla_bridge.get_backend("cpu").local_devices()[0]
+  arr = _jax.dlpack_managed_tensor_to_buffer(
+      dlpack, cpu, None, None, int(DLDeviceType.kDLCPU))
+  arr = jnp.asarray(arr, dtype=dtypes.canonicalize_dtype(arr.dtype))
+  return _place_array(arr, device, cpu, None)
+
+def _is_tensorflow_tensor(external_array):"""),
+    ),
+    test_edits=_tests("""\
+  @jtu.run_on_devices("cpu")
+  def testForeignPlatformImportsAHostCopy(self):
+    if jax.default_backend() != "cpu" or xla_bridge.backends().get("cuda"):
+      self.skipTest("needs a JAX without CUDA")
+
+    class CudaTensor:
+      def __init__(self):
+        self.calls = []
+
+      def __dlpack_device__(self):
+        return (DLDeviceType.kDLCUDA, 0)
+
+      def __dlpack__(self, **kwargs):
+        self.calls.append(kwargs)
+        if kwargs.get("dl_device") != (DLDeviceType.kDLCPU, 0):
+          raise BufferError("only host copies")
+        return np.arange(4.0).__dlpack__(copy=True)
+
+    tensor = CudaTensor()
+    with self.assertRaisesRegex(BufferError, "device="):
+      jnp.from_dlpack(tensor)
+    y = jnp.from_dlpack(tensor, device=jax.devices("cpu")[0])
+    self.assertAllClose(np.arange(4.0), y)
+    self.assertIsNone(tensor.calls[-1]["stream"])
+""") + (
+        Edit(INTEROP_TEST, "from jax._src import test_util as jtu\n",
+             "from jax._src import test_util as jtu\n"
+             "from jax._src import xla_bridge\n"
+             "from jax._src.typing import DLDeviceType\n"),
+    ))
+
+
+_EXPORT_MISSING_PLATFORM = SeriesPatch(
+    slug="export-missing-platform",
+    subject="dlpack: __dlpack__(dl_device=) of a missing platform is a BufferError",
+    body="""\
+jax.Array.__dlpack__(dl_device=(kDLCUDA, 0)) under a CPU-only jaxlib let
+xla_bridge's RuntimeError "Unknown backend cuda" escape. The Array API
+standard: __dlpack__ raises BufferError when it cannot export to the
+requested device, which is what JAX already raises for a device type it
+does not know. It now raises BufferError for a known one it has no
+backend for too.
+
+Measured on jax 0.12.0.1 (CPU-only): RuntimeError.
+""",
+    claims=("export_missing_platform_raises",),
+    edits=(
+        Edit(DLPACK, """\
+      backend = xla_bridge.get_backend(dl_device_platform)
+      device = backend.device_from_local_hardware_id(local_hardware_id)
+    except KeyError:""", """\
+      backend = xla_bridge.get_backend(dl_device_platform)
+      device = backend.device_from_local_hardware_id(local_hardware_id)
+    except RuntimeError as err:
+      raise BufferError(
+          f"to_dlpack: cannot export to {dl_device}: {err}") from None
+    except KeyError:"""),
+    ),
+    test_edits=_tests("""\
+  @jtu.run_on_devices("cpu")
+  def testExportToAMissingPlatformRaisesBufferError(self):
+    if xla_bridge.backends().get("cuda"):
+      self.skipTest("needs a JAX without CUDA")
+    with self.assertRaisesRegex(BufferError, "cannot export"):
+      jnp.arange(4.0).__dlpack__(dl_device=(DLDeviceType.kDLCUDA, 0))
+"""))
+
+
+_EXPORT_LEGACY_COPY = SeriesPatch(
+    slug="export-legacy-copy",
+    subject="dlpack: a DLPack 0.x export holds a copy",
+    body="""\
+jax.Array.__dlpack__(max_version=(0, 8)) returned a 0.x capsule aliasing
+the array's buffer. A 0.x capsule cannot say READ_ONLY, so its consumer
+may write to memory JAX treats as immutable (torch does: it has no
+read-only tensors).
+The DLPack Python specification lets a producer serve an older consumer
+with a copy: a consumer that asks for 0.x now gets one, and copy=False
+raises the copy-required error. Exports without max_version keep the
+alias, for consumers that predate the keyword.
+
+Measured on jax 0.12.0.1: the 0.x capsule's data pointer is the array's
+unsafe_buffer_pointer().
+""",
+    claims=("export_legacy_max_version_is_a_copy",),
+    edits=(
+        Edit(DLPACK, """\
+  # As new versions are adopted over time, we can maintain some legacy paths
+""", """\
+  if max_version is not None and max_version < (1, 0):
+    # 0.x cannot mark the buffer read-only, and a consumer may write to it.
+    if copy is False:
+      raise _CopyRequiredError(
+          f"Specified max_version={max_version}, which requires a copy "
+          "since a DLPack 0.x capsule cannot be marked read-only, however "
+          "copy=False. Set copy=True or copy=None to perform the "
+          "requested operation.")
+    copy = True
+  # As new versions are adopted over time, we can maintain some legacy paths
+"""),
+    ),
+    test_edits=_tests("""\
+  @jtu.run_on_devices("cpu")
+  def testLegacyExportIsACopy(self):
+    x = jnp.arange(4.0)
+    y = np.from_dlpack(_LegacyConsumerView(x))
+    self.assertNotEqual(y.__array_interface__["data"][0],
+                        x.unsafe_buffer_pointer())
+    self.assertAllClose(x, y)
+    with self.assertRaisesRegex(BufferError, "requires a copy"):
+      x.__dlpack__(max_version=(0, 8), copy=False)
+""") + (
+        Edit(INTEROP_TEST, """\
+
+class DLPackTest(jtu.JaxTestCase):""", """\
+
+class _LegacyConsumerView:
+  \"\"\"Asks its array for a DLPack 0.x capsule, as a pre-1.0 consumer.\"\"\"
+
+  def __init__(self, array):
+    self.array = array
+
+  def __dlpack__(self, **kwargs):
+    del kwargs
+    return self.array.__dlpack__(max_version=(0, 8))
+
+  def __dlpack_device__(self):
+    return self.array.__dlpack_device__()
+
+
+class DLPackTest(jtu.JaxTestCase):"""),
+    ))
+
+
 _NON_ROW_MAJOR = SeriesPatch(
     slug="non-row-major-layouts",
     subject="dlpack: copy non-row-major imports on jaxlib before 0.11.2",
@@ -694,6 +885,9 @@ SERIES: tuple[SeriesPatch, ...] = (
     _CPU_DEVICE_ID,
     _STRIDED_INPUT,
     _MULTI_DEVICE_SHARDING,
+    _FOREIGN_PLATFORM,
+    _EXPORT_MISSING_PLATFORM,
+    _EXPORT_LEGACY_COPY,
     _NON_ROW_MAJOR,
     _STUBS,
 )
@@ -704,9 +898,4 @@ SERIES: tuple[SeriesPatch, ...] = (
 # consistent.
 NOT_YET_IN_SERIES: frozenset[str] = frozenset({
     "copy_false_producer_copied_raises",
-    "foreign_platform_imports_host_copy",
-    "foreign_platform_without_device_raises",
-    "cuda_host_source_gets_no_stream",
-    "export_missing_platform_raises",
-    "export_legacy_max_version_is_a_copy",
 })

@@ -54,7 +54,7 @@ def _installed_target() -> series.Target | None:
 def _installed_series() -> tuple[series_patches.SeriesPatch, ...]:
   target = _installed_target()
   assert target is not None
-  return series_patches.for_target(target.min_jaxlib)
+  return series.patches_for(target)
 
 
 def _fake_tree(root: pathlib.Path, minimum_jaxlib: str,
@@ -126,10 +126,17 @@ class TargetTest(absltest.TestCase):
   def test_a_jaxlib_fix_is_only_for_targets_that_support_that_jaxlib(
       self) -> None:
     slugs = lambda version: [patch.slug for patch
-                             in series_patches.for_target(version)]
+                             in series_patches.for_target(version, True)]
     self.assertIn("non-row-major-layouts", slugs((0, 11, 0)))
     self.assertNotIn("non-row-major-layouts", slugs((0, 11, 2)))
     self.assertEqual(len(slugs((0, 11, 0))), len(slugs((0, 11, 2))) + 1)
+
+  def test_a_fix_to_versioned_import_is_only_for_targets_that_have_it(
+      self) -> None:
+    slugs = lambda versioned: [patch.slug for patch in series_patches
+                               .for_target((0, 11, 2), versioned)]
+    self.assertIn("copy-false-producer-copied", slugs(True))
+    self.assertNotIn("copy-false-producer-copied", slugs(False))
 
   def test_names_the_patch_whose_text_is_missing(self) -> None:
     tree = _fake_tree(self.root / "jax-src", "0.11.0", "# no from_dlpack\n")
@@ -199,9 +206,8 @@ class InstalledJaxSeriesTest(absltest.TestCase):
           case.name for case in conformance.CASES
           if conformance.run_case(case, jax_patch.from_dlpack)[1] is False}
     self.assertEmpty(failed_by_install)
-    # A pending case may pass by accident (copy_false_producer_copied_raises
-    # does where the producer's copy happens to be unaligned); no other
-    # case may fail, nor the run itself ("the cases did not run").
+    # A pending case may pass by accident; no other case may fail, nor the
+    # run itself ("the cases did not run").
     self.assertEmpty(failed_by_series - series_patches.NOT_YET_IN_SERIES)
 
 

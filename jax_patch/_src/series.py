@@ -117,6 +117,12 @@ def read_target(root: pathlib.Path) -> Target:
                 in dlpack.read_text())
 
 
+def patches_for(target: Target) -> tuple[series_patches.SeriesPatch, ...]:
+  """The patches ``target``'s jaxlib range and import path need."""
+  return series_patches.for_target(target.min_jaxlib,
+                                   target.imports_versioned)
+
+
 def git(repo: pathlib.Path, *args: str) -> str:
   env = dict(os.environ, GIT_AUTHOR_DATE=_DATE, GIT_COMMITTER_DATE=_DATE,
              GIT_AUTHOR_NAME="jax-patch", GIT_COMMITTER_NAME="jax-patch",
@@ -180,15 +186,13 @@ def write_series(root: pathlib.Path,
   with tempfile.TemporaryDirectory() as scratch:
     repo = scratch_repo(target, pathlib.Path(scratch))
     base = git(repo, "rev-parse", "HEAD").strip()
-    for patch in series_patches.for_target(target.min_jaxlib):
+    for patch in patches_for(target):
       _apply(patch, repo, target.has_interop_test)
       message = f"{patch.subject}\n\n{patch.body}"
       git(repo, "commit", "-q", "-a", "-m", message,
            f"--author={_AUTHOR}")
-    names = git(repo, "format-patch", "-q", "--no-signature",
-                 "--zero-commit", "--no-numbered", "-o", str(out.absolute()),
-                 f"{base}..HEAD")
-  del names
+    git(repo, "format-patch", "-q", "--no-signature", "--zero-commit",
+        "--no-numbered", "-o", str(out.absolute()), f"{base}..HEAD")
   return sorted(out.glob("*.patch"))
 
 
@@ -217,7 +221,7 @@ def check_series(root: pathlib.Path, patches: list[pathlib.Path],
   with tempfile.TemporaryDirectory() as scratch:
     repo = scratch_repo(target, pathlib.Path(scratch))
     for index, (patch_file, patch) in enumerate(
-        zip(patches, series_patches.for_target(target.min_jaxlib)), start=1):
+        zip(patches, patches_for(target)), start=1):
       step = StepResult(index, patch.subject)
       results.append(step)
       probe_before = (_type_check(repo, python, [_write_probe(repo, patch)])

@@ -74,8 +74,13 @@ class SeriesPatch:
   # Only for targets whose minimum jaxlib is older than this: the fix of a
   # jaxlib bug, needless (and absent) where every supported jaxlib has it.
   only_below_jaxlib: tuple[int, ...] | None = None
+  # Only for targets that import DLPack 1.x capsules: a fix to that code.
+  only_with_versioned_import: bool = False
 
-  def is_for(self, min_jaxlib: tuple[int, ...]) -> bool:
+  def is_for(self, min_jaxlib: tuple[int, ...],
+             imports_versioned: bool) -> bool:
+    if self.only_with_versioned_import and not imports_versioned:
+      return False
     return (self.only_below_jaxlib is None
             or min_jaxlib < self.only_below_jaxlib)
 
@@ -811,6 +816,88 @@ class DLPackTest(jtu.JaxTestCase):"""),
     ))
 
 
+_PRODUCER_COPIED = SeriesPatch(
+    slug="copy-false-producer-copied",
+    subject="dlpack: copy=False refuses a capsule flagged IS_COPIED",
+    body="""\
+DLPack 1.0 has producers set IS_COPIED on a capsule that holds a copy,
+so that a consumer that must not copy can tell. jaxlib reads 1.x
+capsules but ignores the flag, so from_dlpack(x, copy=False) returned a
+copy without a word when the producer copied (say, a producer that
+ignores copy=False, or one that cannot share its memory). It now reads
+the flag under copy=False and raises the copy-required error. Only
+1.x capsules carry the flag, and only this import asks for them.
+
+Measured on jax 0.12.0.1: a producer returning
+np.arange(8.0).__dlpack__(max_version=(1, 0), copy=True) imports under
+copy=False (64-byte-aligned copies alias the copy; others raise the
+unaligned error instead).
+""",
+    claims=(),
+    claims_with_versioned_import=("copy_false_producer_copied_raises",),
+    only_with_versioned_import=True,
+    edits=(
+        Edit(DLPACK, """\
+from typing import Any
+""", """\
+import ctypes
+from typing import Any
+"""),
+        Edit(DLPACK, """\
+  except TypeError:
+    dlpack = external_array.__dlpack__(stream=stream)
+""", """\
+  except TypeError:
+    dlpack = external_array.__dlpack__(stream=stream)
+  if copy is False and _producer_copied(dlpack):
+    raise _CopyRequiredError(
+        "Specified copy=False, but the producer copied the data: its DLPack "
+        "capsule sets IS_COPIED. Set copy=True or copy=None to perform the "
+        "requested operation.")
+"""),
+        Edit(DLPACK, """\
+def _is_tensorflow_tensor(external_array):""", """\
+class _DLManagedTensorVersionedHead(ctypes.Structure):
+  \"\"\"The fields of DLPack 1.x's DLManagedTensorVersioned up to ``flags``.\"\"\"
+  _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+              ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
+              ("flags", ctypes.c_uint64)]
+
+_DLPACK_FLAG_BITMASK_IS_COPIED = 1 << 1
+_VERSIONED_CAPSULE_NAME = b"dltensor_versioned"
+
+def _producer_copied(capsule) -> bool:
+  \"\"\"Whether a DLPack 1.x capsule says its producer copied the data.\"\"\"
+  api = ctypes.pythonapi
+  api.PyCapsule_IsValid.restype = ctypes.c_int
+  api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+  if not api.PyCapsule_IsValid(capsule, _VERSIONED_CAPSULE_NAME):
+    return False  # A 0.x capsule has no flags.
+  api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+  api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+  head = _DLManagedTensorVersionedHead.from_address(
+      api.PyCapsule_GetPointer(capsule, _VERSIONED_CAPSULE_NAME))
+  return bool(head.flags & _DLPACK_FLAG_BITMASK_IS_COPIED)
+
+def _is_tensorflow_tensor(external_array):"""),
+    ),
+    test_edits=_tests("""\
+  @jtu.run_on_devices("cpu")
+  def testCopyFalseRefusesAProducerCopy(self):
+    class CopyingProducer:
+      def __dlpack__(self, **kwargs):
+        del kwargs
+        return np.arange(8.0).__dlpack__(max_version=(1, 0), copy=True)
+
+      def __dlpack_device__(self):
+        return (DLDeviceType.kDLCPU, 0)
+
+    with self.assertRaisesRegex(BufferError, "IS_COPIED"):
+      jnp.from_dlpack(CopyingProducer(), copy=False)
+    self.assertAllClose(np.arange(8.0), jnp.from_dlpack(CopyingProducer()))
+"""))
+
+
 _NON_ROW_MAJOR = SeriesPatch(
     slug="non-row-major-layouts",
     subject="dlpack: copy non-row-major imports on jaxlib before 0.11.2",
@@ -871,9 +958,12 @@ from jax._src.lib import xla_client
 """))
 
 
-def for_target(min_jaxlib: tuple[int, ...]) -> tuple[SeriesPatch, ...]:
-  """The series for a JAX whose minimum jaxlib is ``min_jaxlib``."""
-  return tuple(patch for patch in SERIES if patch.is_for(min_jaxlib))
+def for_target(min_jaxlib: tuple[int, ...],
+               imports_versioned: bool) -> tuple[SeriesPatch, ...]:
+  """The series for a JAX whose minimum jaxlib is ``min_jaxlib``, which
+  imports DLPack 1.x capsules or not."""
+  return tuple(patch for patch in SERIES
+               if patch.is_for(min_jaxlib, imports_versioned))
 
 
 SERIES: tuple[SeriesPatch, ...] = (
@@ -888,6 +978,7 @@ SERIES: tuple[SeriesPatch, ...] = (
     _FOREIGN_PLATFORM,
     _EXPORT_MISSING_PLATFORM,
     _EXPORT_LEGACY_COPY,
+    _PRODUCER_COPIED,
     _NON_ROW_MAJOR,
     _STUBS,
 )
@@ -896,6 +987,4 @@ SERIES: tuple[SeriesPatch, ...] = (
 # fails that no patch of the series claims yet: each is a patch still to
 # write. A test keeps this list, the claims and the conformance results
 # consistent.
-NOT_YET_IN_SERIES: frozenset[str] = frozenset({
-    "copy_false_producer_copied_raises",
-})
+NOT_YET_IN_SERIES: frozenset[str] = frozenset()

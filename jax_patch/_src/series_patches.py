@@ -988,3 +988,29 @@ SERIES: tuple[SeriesPatch, ...] = (
 # write. A test keeps this list, the claims and the conformance results
 # consistent.
 NOT_YET_IN_SERIES: frozenset[str] = frozenset()
+
+# What install() passes that the series leaves undone where the target's
+# from_dlpack does not import DLPack 1.x capsules (JAX main before 0.12,
+# with jaxlib from 0.11.0): each needs 1.x capsules, which jaxlib before
+# 0.12 cannot read, so a 1.x-to-0.x capsule conversion in JAX (the ctypes
+# layer jax_patch keeps) would have to come first. JAX 0.12 added the
+# negotiation itself, for jaxlib 0.12 on.
+NOT_YET_WITHOUT_VERSIONED_IMPORT: frozenset[str] = frozenset({
+    "copy_none_broadcast_imports",
+    "copy_false_producer_copied_raises",
+    "read_only_imports_without_copy",
+    "memory_mapped_file_imports_without_copy",
+    "donation_leaves_read_only_source_unchanged",
+    "producer_without_copy_keyword_imports",
+    "versioned_only_producer_imports",
+    "cpu_producer_gets_stream_none",
+    "export_versioned_read_only",
+    "export_copy_true_is_copied",
+})
+
+
+def not_yet_for(imports_versioned: bool) -> frozenset[str]:
+  """The cases install() passes that the series does not, for a target."""
+  if imports_versioned:
+    return NOT_YET_IN_SERIES
+  return NOT_YET_IN_SERIES | NOT_YET_WITHOUT_VERSIONED_IMPORT

@@ -247,17 +247,17 @@ class GateTest(absltest.TestCase):
     self.assertIs(dlpack_compat.scalar_types.bfloat16, jnp.bfloat16)
     self.assertIs(dlpack_compat.scalar_types.int8, jnp.int8)
 
-  def test_is_tracing_only_inside_a_transformation(self) -> None:
+  def test_trace_state_is_clean_only_outside_a_transformation(self) -> None:
     seen: list[bool] = []
 
     def traced(x: Any) -> Any:
-      seen.append(dlpack_compat.is_tracing())
+      seen.append(dlpack_compat.trace_state_clean())
       return x
 
     jax.jit(traced)(1.0)
     jax.vmap(traced)(jnp.ones(2))
-    self.assertEqual(seen, [True, True])
-    self.assertFalse(dlpack_compat.is_tracing())
+    self.assertEqual(seen, [False, False])
+    self.assertTrue(dlpack_compat.trace_state_clean())
 
   def test_trace_context_gate_matches_jax(self) -> None:
     # JAX 0.4.36 replaced the trace stack with the trace context.

@@ -226,7 +226,7 @@ def _series_command(args: argparse.Namespace) -> int:
   out = pathlib.Path(args.out)
   try:
     target = series.read_target(root)
-    patches = series.write_series(root, out)
+    patches = series.write_series(target, out)
   except series.SeriesError as err:
     print(f"jax-patch series: {err}", file=sys.stderr)
     return 1
@@ -236,7 +236,7 @@ def _series_command(args: argparse.Namespace) -> int:
     print(f"  {patch.name}")
   if not args.check:
     return 0
-  results = series.check_series(root, patches, python=args.python,
+  results = series.check_series(target, patches, python=args.python,
                                 interop_test=args.interop_test)
   for step in results:
     interop = f" (DLPack test: {step.interop_test})" if step.interop_test else ""

@@ -312,11 +312,6 @@ def _bind_trace_state_clean() -> Callable[[], bool]:
 trace_state_clean = _bind_trace_state_clean()
 
 
-def is_tracing() -> bool:
-  """Whether a JAX transformation (jit, vmap, grad, ...) is being traced."""
-  return not trace_state_clean()
-
-
 # jaxlib aliases host memory only at this alignment (XLA's CPU minimum).
 CPU_ZERO_COPY_ALIGNMENT = 64
 

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 
+from jax_patch._src import conformance
 from jax_patch._src import series_patches
 
 # The series is written for this jaxlib range: every gate jax_patch keeps
@@ -74,10 +75,12 @@ class StepResult:
   applied: bool = False
   imports: bool = False
   type_check: str = ""  # "ok", or the checker's complaint
-  failed_claims: list[str] = dataclasses.field(default_factory=list)
+  # Failed cases, each with what it saw.
+  failed_claims: dict[str, str] = dataclasses.field(default_factory=dict)
   # After the last step only: cases that fail on the full series though
   # they are neither claimed nor known to be left undone for this target.
-  failed_after_series: list[str] = dataclasses.field(default_factory=list)
+  failed_after_series: dict[str, str] = dataclasses.field(
+      default_factory=dict)
   interop_test: str = ""  # pytest's summary line, if it ran
   interop_passed: bool | None = None  # None: not run
 
@@ -126,7 +129,7 @@ def patches_for(target: Target) -> tuple[series_patches.SeriesPatch, ...]:
                                    target.imports_versioned)
 
 
-def git(repo: pathlib.Path, *args: str) -> str:
+def _git(repo: pathlib.Path, *args: str) -> str:
   env = dict(os.environ, GIT_AUTHOR_DATE=_DATE, GIT_COMMITTER_DATE=_DATE,
              GIT_AUTHOR_NAME="jax-patch", GIT_COMMITTER_NAME="jax-patch",
              GIT_AUTHOR_EMAIL="jax-patch@users.noreply.github.com",
@@ -138,7 +141,7 @@ def git(repo: pathlib.Path, *args: str) -> str:
   return done.stdout
 
 
-def scratch_repo(target: Target, scratch: pathlib.Path) -> pathlib.Path:
+def _scratch_repo(target: Target, scratch: pathlib.Path) -> pathlib.Path:
   """A git repository holding a copy of the target's files, committed."""
   repo = scratch / "tree"
   repo.mkdir()
@@ -150,9 +153,9 @@ def scratch_repo(target: Target, scratch: pathlib.Path) -> pathlib.Path:
     elif source.is_file():
       (repo / name).parent.mkdir(parents=True, exist_ok=True)
       shutil.copy2(source, repo / name)
-  git(repo, "init", "-q")
-  git(repo, "add", "-A")
-  git(repo, "commit", "-q", "-m", f"JAX {target.jax_version}")
+  _git(repo, "init", "-q")
+  _git(repo, "add", "-A")
+  _git(repo, "commit", "-q", "-m", f"JAX {target.jax_version}")
   return repo
 
 
@@ -173,29 +176,25 @@ def _apply(patch: series_patches.SeriesPatch, repo: pathlib.Path,
   return sorted(set(touched))
 
 
-def write_series(root: pathlib.Path,
-                 out: pathlib.Path) -> list[pathlib.Path]:
-  """Writes the series for the JAX tree at ``root`` into ``out``.
+def write_series(target: Target, out: pathlib.Path) -> list[pathlib.Path]:
+  """Writes the series for ``target`` (see :func:`read_target`) into ``out``.
 
   Returns:
     The patch files, in the order ``git am`` applies them.
 
   Raises:
-    SeriesError: see :func:`read_target`; or a patch's text is not in the
-      target.
+    SeriesError: a patch's text is not in the target.
   """
-  target = read_target(root)
   out.mkdir(parents=True, exist_ok=True)
   with tempfile.TemporaryDirectory() as scratch:
-    repo = scratch_repo(target, pathlib.Path(scratch))
-    base = git(repo, "rev-parse", "HEAD").strip()
+    repo = _scratch_repo(target, pathlib.Path(scratch))
+    base = _git(repo, "rev-parse", "HEAD").strip()
     for patch in patches_for(target):
       _apply(patch, repo, target.has_interop_test)
       message = f"{patch.subject}\n\n{patch.body}"
-      git(repo, "commit", "-q", "-a", "-m", message,
-           f"--author={_AUTHOR}")
-    git(repo, "format-patch", "-q", "--no-signature", "--zero-commit",
-        "--no-numbered", "-o", str(out.absolute()), f"{base}..HEAD")
+      _git(repo, "commit", "-q", "-a", "-m", message, f"--author={_AUTHOR}")
+    _git(repo, "format-patch", "-q", "--no-signature", "--zero-commit",
+         "--no-numbered", "-o", str(out.absolute()), f"{base}..HEAD")
   return sorted(out.glob("*.patch"))
 
 
@@ -205,32 +204,33 @@ def touched_files(patch_file: pathlib.Path) -> list[str]:
                                re.MULTILINE)))
 
 
-def check_series(root: pathlib.Path, patches: list[pathlib.Path],
+def check_series(target: Target, patches: list[pathlib.Path],
                  python: str = sys.executable,
                  interop_test: bool = False) -> list[StepResult]:
-  """Applies ``patches`` one by one to a copy of ``root``, checking each.
+  """Applies ``patches`` one by one to a copy of ``target``, checking each.
 
   Args:
-    root: the JAX tree the series was written for.
+    target: the JAX tree the series was written for.
     patches: the series, in order.
     python: an interpreter with a jaxlib the target supports, and the
       target's type checker, installed.
     interop_test: also run the target's tests/array_interoperability_test.py
       after each step (minutes each).
   """
-  target = read_target(root)
   results = []
   claimed: list[str] = []
   with tempfile.TemporaryDirectory() as scratch:
-    repo = scratch_repo(target, pathlib.Path(scratch))
+    repo = _scratch_repo(target, pathlib.Path(scratch))
+    checker = _checker(repo)
     for index, (patch_file, patch) in enumerate(
         zip(patches, patches_for(target)), start=1):
       step = StepResult(index, patch.subject)
       results.append(step)
-      probe_before = (_type_check(repo, python, [_write_probe(repo, patch)])
-                      if patch.typing_probe else "")
+      probe_before = (
+          _type_check(repo, python, checker, [_write_probe(repo, patch)])
+          if patch.typing_probe and checker else "")
       try:
-        git(repo, "am", "-q", str(patch_file.absolute()))
+        _git(repo, "am", "-q", str(patch_file.absolute()))
       except SeriesError as err:
         step.type_check = str(err)
         break
@@ -241,11 +241,11 @@ def check_series(root: pathlib.Path, patches: list[pathlib.Path],
                  if path.startswith("jax/")]
       if patch.typing_probe:
         touched.append(_write_probe(repo, patch))
-      step.type_check = _type_check(repo, python, touched)
-      if probe_before == "ok" and _checks_types(repo):
+      step.type_check = _type_check(repo, python, checker, touched)
+      if probe_before == "ok":
         step.type_check = ("the typing probe passes before the patch too: "
                            "it shows nothing")
-      step.failed_claims = failed_cases(repo, python, claimed)
+      step.failed_claims = _failed_cases(repo, python, claimed)
       if interop_test and target.has_interop_test:
         step.interop_passed, step.interop_test = _interop_test(repo, python)
     if results and results[-1].applied and len(results) == len(patches):
@@ -255,12 +255,12 @@ def check_series(root: pathlib.Path, patches: list[pathlib.Path],
 
 
 def _failed_after_series(repo: pathlib.Path, python: str,
-                         not_yet: frozenset[str]) -> list[str]:
+                         not_yet: frozenset[str]) -> dict[str, str]:
   """Every case on the fully patched tree, but those left undone."""
-  from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
   names = [case.name for case in conformance.CASES]
-  return [failure for failure in failed_cases(repo, python, names)
-          if failure.split(":", 1)[0] not in not_yet]
+  failed = _failed_cases(repo, python, names)
+  return {name: detail for name, detail in failed.items()
+          if name not in not_yet}
 
 
 def _run(repo: pathlib.Path, python: str, *args: str,
@@ -302,17 +302,12 @@ def _checker(repo: pathlib.Path) -> list[str]:
   return []
 
 
-def _checks_types(repo: pathlib.Path) -> bool:
-  return bool(_checker(repo))
-
-
-def _type_check(repo: pathlib.Path, python: str, files: list[str]) -> str:
-  """The target's checker on ``files``: "ok", or what it reported."""
-  command = _checker(repo)
-  if not files or not command:
+def _type_check(repo: pathlib.Path, python: str, checker: list[str],
+                files: list[str]) -> str:
+  """``checker`` (see :func:`_checker`) on ``files``: "ok", or its report."""
+  if not files or not checker:
     return "ok"  # Nothing touched, or the target configures no checker.
-  command = command + files
-  done = _run(repo, python, *command)
+  done = _run(repo, python, *checker, *files)
   if done.returncode:
     return (done.stdout + done.stderr).strip()[-2000:] or "failed"
   return "ok"
@@ -323,22 +318,26 @@ import json, sys
 import jax.numpy as jnp
 from jax_patch._src import conformance
 wanted = set(sys.argv[1:])
-failed = []
+failed = {}
 for case in conformance.CASES:
   if case.name in wanted:
     detail, passed = conformance.run_case(case, jnp.from_dlpack)
     if passed is False:
-      failed.append(case.name + ": " + detail)
+      failed[case.name] = detail
 print(json.dumps(failed))
 """
 
+# Stands for every case where the cases could not run at all.
+_CASES_DID_NOT_RUN = "(the cases did not run)"
 
-def failed_cases(repo: pathlib.Path, python: str,
-                  names: list[str]) -> list[str]:
+
+def _failed_cases(repo: pathlib.Path, python: str,
+                  names: list[str]) -> dict[str, str]:
+  """Runs cases ``names`` in the tree: the failed ones, with what they saw."""
   done = _run(repo, python, "-c", _CASES_SCRIPT, *names)
   if done.returncode:
-    return [f"the cases did not run: {done.stderr.strip()[-1000:]}"]
-  failed: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return {_CASES_DID_NOT_RUN: done.stderr.strip()[-1000:]}
+  failed: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
   return failed
 
 

@@ -233,6 +233,8 @@ def boundary(session: nox.Session, jax: str, python_version: str) -> None:
 def series(session: nox.Session) -> None:
   """The upstream patch series, applied step by step to the newest sdist.
 
+  Checked with the newest jaxlib, then with the oldest the sdist supports.
+
   The sdist comes from the package registry, as CI cannot fetch JAX's
   repository: it holds jax/ and pyproject.toml (so the steps run JAX's own
   pyrefly configuration), but not JAX's tests.
@@ -246,6 +248,16 @@ def series(session: nox.Session) -> None:
   sdist, = scratch.glob("jax-*.tar.gz")
   session.run("tar", "-xzf", str(sdist), "-C", str(scratch), external=True)
   tree = scratch / sdist.name[:-len(".tar.gz")]
+  session.run("jax-patch", "series", "--against", str(tree), "--out",
+              str(scratch / "patches"), "--check")
+  # Again at the other end of the target's jaxlib range, where jaxlib
+  # cannot read DLPack 1.x capsules and the series converts them.
+  minimum = session.run(
+      "python", "-c", "import pathlib, sys; from jax_patch._src import series;"
+      "print('.'.join(map(str, series.read_target("
+      "pathlib.Path(sys.argv[1])).min_jaxlib)))", str(tree),
+      silent=True).strip().splitlines()[-1]
+  session.install("--no-deps", f"jaxlib=={minimum}")
   session.run("jax-patch", "series", "--against", str(tree), "--out",
               str(scratch / "patches"), "--check")
 

@@ -32,8 +32,10 @@ import textwrap  # pylint: disable=g-import-not-at-top
 from typing import Any  # pylint: disable=g-import-not-at-top
 
 from absl.testing import absltest
+from absl.testing import parameterized
 import jax
 import jax.numpy as jnp
+import jaxlib.version
 
 import jax_patch
 from jax_patch._src import conformance
@@ -42,6 +44,8 @@ from jax_patch._src import series_patches
 
 _CASE_NAMES = {case.name for case in conformance.CASES}
 _INSTALLED_ROOT = pathlib.Path(jax.__file__).parent.parent
+_INSTALLED_JAXLIB = tuple(
+    int(part) for part in jaxlib.version.__version__.split(".")[:3])
 
 
 def _installed_target() -> series.Target | None:
@@ -68,32 +72,30 @@ def _fake_tree(root: pathlib.Path, minimum_jaxlib: str,
   return root
 
 
-class SeriesClaimsTest(absltest.TestCase):
+class SeriesClaimsTest(parameterized.TestCase):
   """The series names real cases, each once, and tests each patch."""
 
   def test_claims_and_pending_cases_are_conformance_cases(self) -> None:
     claimed = [name for patch in series_patches.SERIES
-               for name in patch.all_claims()]
+               for name in patch.claims]
     self.assertEmpty(set(claimed) - _CASE_NAMES)
     self.assertEmpty(series_patches.NOT_YET_IN_SERIES - _CASE_NAMES)
-    self.assertEmpty(
-        series_patches.NOT_YET_WITHOUT_VERSIONED_IMPORT - _CASE_NAMES)
 
-  def test_no_case_is_claimed_twice_or_also_pending(self) -> None:
-    claimed = [name for patch in series_patches.SERIES
-               for name in patch.all_claims()]
+  @parameterized.named_parameters(
+      ("main", (0, 11, 0), False), ("release_0_12", (0, 11, 2), True),
+      ("jaxlib_0_12_on", (0, 12, 0), True))
+  def test_no_case_is_claimed_twice_or_also_pending(
+      self, min_jaxlib: tuple[int, ...], imports_versioned: bool) -> None:
+    claimed = [name for patch
+               in series_patches.for_target(min_jaxlib, imports_versioned)
+               for name in patch.claims]
     self.assertEqual(len(claimed), len(set(claimed)))
     self.assertEmpty(set(claimed) & series_patches.NOT_YET_IN_SERIES)
-    # Only what a target with 1.x import gets may be undone without it.
-    always_claimed = {name for patch in series_patches.SERIES
-                      for name in patch.claims}
-    self.assertEmpty(always_claimed
-                     & series_patches.NOT_YET_WITHOUT_VERSIONED_IMPORT)
 
   def test_every_patch_claims_cases_and_is_tested(self) -> None:
     for patch in series_patches.SERIES:
       with self.subTest(patch.slug):
-        self.assertTrue(patch.all_claims() or patch.typing_probe)
+        self.assertTrue(patch.claims or patch.typing_probe)
         # A typing patch is tested by its probe, under the target's checker.
         self.assertTrue(patch.typing_probe or any(
             edit.path == series_patches.INTEROP_TEST
@@ -138,12 +140,38 @@ class TargetTest(absltest.TestCase):
     self.assertNotIn("non-row-major-layouts", slugs((0, 11, 2)))
     self.assertEqual(len(slugs((0, 11, 0))), len(slugs((0, 11, 2))) + 1)
 
-  def test_a_fix_to_versioned_import_is_only_for_targets_that_have_it(
+  def test_versioned_capsules_come_in_the_form_the_target_needs(
       self) -> None:
-    slugs = lambda versioned: [patch.slug for patch in series_patches
-                               .for_target((0, 11, 2), versioned)]
-    self.assertIn("copy-false-producer-copied", slugs(True))
-    self.assertNotIn("copy-false-producer-copied", slugs(False))
+    slugs = lambda min_jaxlib, versioned: [
+        patch.slug for patch
+        in series_patches.for_target(min_jaxlib, versioned)]
+    # JAX main before 0.12: jaxlib 0.11 throughout, no gate.
+    self.assertContainsSubset(["versioned-import", "versioned-export"],
+                              slugs((0, 11, 0), False))
+    # JAX 0.12: from_dlpack negotiates, but jaxlib 0.11.2 cannot read 1.x.
+    self.assertContainsSubset(
+        ["versioned-import-before-jaxlib-0.12",
+         "versioned-export-before-jaxlib-0.12"], slugs((0, 11, 2), True))
+    self.assertNotIn("versioned-import", slugs((0, 11, 2), True))
+    # A JAX whose every jaxlib reads 1.x capsules needs neither.
+    self.assertEmpty([slug for slug in slugs((0, 12, 0), True)
+                      if slug.startswith("versioned-")])
+    for key in ((0, 11, 0), False), ((0, 11, 2), True), ((0, 12, 0), True):
+      with self.subTest(str(key)):
+        self.assertIn("copy-false-producer-copied", slugs(*key))
+
+  def test_creates_a_new_module_and_refuses_to_overwrite_one(self) -> None:
+    tree = _fake_tree(self.root / "jax-src", "0.11.0", "")
+    (tree / series_patches.CAPSULE_MODULE).write_text("# taken\n")
+    creating = series_patches.SeriesPatch(
+        slug="creates", subject="s", body="b", claims=(),
+        edits=(series_patches.Edit(series_patches.CAPSULE_MODULE, "", "x\n"),))
+    with self.assertRaisesRegex(series.SeriesError, "which it creates, exists"):
+      series._apply(creating, tree, with_tests=False)  # pylint: disable=protected-access
+    (tree / series_patches.CAPSULE_MODULE).unlink()
+    self.assertEqual(series._apply(creating, tree, with_tests=False),  # pylint: disable=protected-access
+                     [series_patches.CAPSULE_MODULE])
+    self.assertEqual((tree / series_patches.CAPSULE_MODULE).read_text(), "x\n")
 
   def test_names_the_patch_whose_text_is_missing(self) -> None:
     tree = _fake_tree(self.root / "jax-src", "0.11.0", "# no from_dlpack\n")
@@ -186,6 +214,8 @@ class InstalledJaxSeriesTest(absltest.TestCase):
       self.assertIn(f"Subject: [PATCH] {patch.subject}\n", text)
       self.assertIn(patch.body.splitlines()[0], text)
       self.assertIn("diff --git a/jax/_src/", text)
+      for path in (edit.path for edit in patch.edits if not edit.old):
+        self.assertIn(f"diff --git a/{path} b/{path}\nnew file mode", text)
 
   def test_every_step_applies_imports_and_passes_its_claims(self) -> None:
     self.assertLen(self.steps, len(_installed_series()))
@@ -198,10 +228,13 @@ class InstalledJaxSeriesTest(absltest.TestCase):
         self.assertEmpty(step.failed_after_series)
 
   def test_upstream_fails_every_claimed_case(self) -> None:
+    # A patch for jaxlib before X claims what jaxlib X on does itself.
+    showing = [patch for patch in _installed_series()
+               if patch.shows_on_jaxlib(_INSTALLED_JAXLIB)]
+    self.assertNotEmpty(showing)
     passing = []
     for case in conformance.CASES:
-      claimed = any(case.name in patch.all_claims()
-                    for patch in _installed_series())
+      claimed = any(case.name in patch.claims for patch in showing)
       if claimed and conformance.run_case(case, jnp.from_dlpack)[1]:
         passing.append(case.name)
     self.assertEmpty(passing, "claimed, but upstream passes already")
@@ -215,10 +248,6 @@ class InstalledJaxSeriesTest(absltest.TestCase):
     # After the last step every case ran on the full series: none failed,
     # and the run itself did not fail either, but those left undone.
     self.assertEmpty(self.steps[-1].failed_after_series)
-    self.assertEqual(
-        series_patches.not_yet_for(
-            series.read_target(_INSTALLED_ROOT).imports_versioned),
-        series_patches.NOT_YET_IN_SERIES)
 
 
 if __name__ == "__main__":

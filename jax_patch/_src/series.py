@@ -165,6 +165,13 @@ def _apply(patch: series_patches.SeriesPatch, repo: pathlib.Path,
   touched = []
   for edit in patch.edits + (patch.test_edits if with_tests else ()):
     path = repo / edit.path
+    if not edit.old:
+      if path.exists():
+        raise SeriesError(
+            f"patch {patch.slug!r}: {edit.path}, which it creates, exists.")
+      path.write_text(edit.new)
+      touched.append(edit.path)
+      continue
     text = path.read_text()
     count = text.count(edit.old)
     if count != 1:
@@ -192,7 +199,8 @@ def write_series(target: Target, out: pathlib.Path) -> list[pathlib.Path]:
     for patch in patches_for(target):
       _apply(patch, repo, target.has_interop_test)
       message = f"{patch.subject}\n\n{patch.body}"
-      _git(repo, "commit", "-q", "-a", "-m", message, f"--author={_AUTHOR}")
+      _git(repo, "add", "-A")
+      _git(repo, "commit", "-q", "-m", message, f"--author={_AUTHOR}")
     _git(repo, "format-patch", "-q", "--no-signature", "--zero-commit",
          "--no-numbered", "-o", str(out.absolute()), f"{base}..HEAD")
   return sorted(out.glob("*.patch"))
@@ -235,7 +243,7 @@ def check_series(target: Target, patches: list[pathlib.Path],
         step.type_check = str(err)
         break
       step.applied = True
-      claimed.extend(patch.claims_for(target.imports_versioned))
+      claimed.extend(patch.claims)
       step.imports = _imports(repo, python)
       touched = [path for path in touched_files(patch_file)
                  if path.startswith("jax/")]
@@ -250,7 +258,7 @@ def check_series(target: Target, patches: list[pathlib.Path],
         step.interop_passed, step.interop_test = _interop_test(repo, python)
     if results and results[-1].applied and len(results) == len(patches):
       results[-1].failed_after_series = _failed_after_series(
-          repo, python, series_patches.not_yet_for(target.imports_versioned))
+          repo, python, series_patches.NOT_YET_IN_SERIES)
   return results
 
 

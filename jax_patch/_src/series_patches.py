@@ -16,9 +16,13 @@
 
 Each patch edits JAX's own ``jax/_src/dlpack.py`` (and ``jax/_src/array.py``)
 in place, in JAX's style, for the jaxlib range of JAX main and the newest
-release (jaxlib 0.11.0 on): the version gates and the ctypes capsule layer
-``jax_patch._src`` keeps for jaxlib back to 0.4.35 are constant or dead
-there, and none of it appears. Each also adds its tests to JAX's
+release (jaxlib 0.11.0 on): the version gates jax_patch keeps for jaxlib
+back to 0.4.35 are constant there, and none of them appears. One thing
+jaxlib before 0.12 lacks does: it reads and writes only DLPack 0.x
+capsules, so the series adds a small module, ``jax/_src/dlpack_capsule.py``,
+that converts 1.x capsules for it (ungated on a JAX whose every jaxlib is
+older than 0.12, gated like JAX's own code where its range straddles 0.12,
+absent where it starts at 0.12). Each patch also adds its tests to JAX's
 ``tests/array_interoperability_test.py`` where the target has it, and names
 the conformance cases (``conformance.CASES``) it makes pass; ``series.py``
 checks each claim after applying the patches up to it.
@@ -56,10 +60,9 @@ class SeriesPatch:
     subject: the commit subject, in JAX's ``module: change`` form.
     body: the measured upstream failure and the standard's clause.
     claims: the conformance cases this patch makes pass.
-    edits: the change to JAX's sources.
+    edits: the change to JAX's sources; an edit whose ``old`` is empty
+      creates its file.
     test_edits: its tests, applied where the target has JAX's test file.
-    claims_with_versioned_import: cases it makes pass only where the target
-      already imports DLPack 1.x capsules (read-only arrays): JAX 0.12 on.
   """
   slug: str
   subject: str
@@ -67,28 +70,29 @@ class SeriesPatch:
   claims: tuple[str, ...]
   edits: tuple[Edit, ...]
   test_edits: tuple[Edit, ...] = ()
-  claims_with_versioned_import: tuple[str, ...] = ()
   # For a typing patch: code the target's type checker must accept after
   # the patch, and reject before it.
   typing_probe: str = ""
   # Only for targets whose minimum jaxlib is older than this: the fix of a
-  # jaxlib bug, needless (and absent) where every supported jaxlib has it.
+  # jaxlib bug, or a stand-in for what a newer jaxlib does itself, needless
+  # (and absent) where every supported jaxlib has it.
   only_below_jaxlib: tuple[int, ...] | None = None
-  # Only for targets that import DLPack 1.x capsules: a fix to that code.
-  only_with_versioned_import: bool = False
+  # Only for targets whose from_dlpack already asks for DLPack 1.x capsules
+  # (True: JAX 0.12 on), or only for those that do not (False): the two
+  # differ in the text a patch edits.
+  versioned_import: bool | None = None
 
   def is_for(self, min_jaxlib: tuple[int, ...],
              imports_versioned: bool) -> bool:
-    if self.only_with_versioned_import and not imports_versioned:
+    if (self.versioned_import is not None
+        and self.versioned_import != imports_versioned):
       return False
     return (self.only_below_jaxlib is None
             or min_jaxlib < self.only_below_jaxlib)
 
-  def all_claims(self) -> tuple[str, ...]:
-    return self.claims + self.claims_with_versioned_import
-
-  def claims_for(self, imports_versioned: bool) -> tuple[str, ...]:
-    return self.all_claims() if imports_versioned else self.claims
+  def shows_on_jaxlib(self, jaxlib: tuple[int, ...]) -> bool:
+    """Whether upstream fails its claims with ``jaxlib``."""
+    return self.only_below_jaxlib is None or jaxlib < self.only_below_jaxlib
 
 
 # The target already negotiates DLPack 1.x capsules on import (JAX 0.12 on).
@@ -469,7 +473,6 @@ Measured on jax 0.12.0.1 (CPU): the three raise UNIMPLEMENTED.
 """,
     claims=("copy_none_step_slice_imports", "copy_none_reversed_imports",
             "copy_false_strided_raises"),
-    claims_with_versioned_import=("copy_none_broadcast_imports",),
     edits=(
         Edit(DLPACK, """\
         "copy=None to perform the requested operation."
@@ -816,70 +819,648 @@ class DLPackTest(jtu.JaxTestCase):"""),
     ))
 
 
+# jax/_src/dlpack_capsule.py, as the versioned-import patch adds it.
+_CAPSULE_MODULE = """\
+# Copyright 2026 The JAX Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+\"\"\"DLPack 1.x capsules for jaxlib before 0.12, which knows only DLPack 0.x.
+
+jaxlib before 0.12 imports only DLPack 0.x capsules ("dltensor"). Only
+DLPack 1.x capsules ("dltensor_versioned") can say READ_ONLY, and NumPy
+exports a read-only array only as one. This module hands jaxlib a 1.x
+capsule's tensor without copying it: a new managed tensor of the other
+version describes the same DLTensor, whose bytes it copies without reading
+them (jaxlib reads and checks them), and holds the original capsule until
+it is released.
+
+The new structures are released by NumPy's own DLPack deleter, found once in
+a capsule NumPy makes: in C, with the GIL taken, it frees the structure and
+drops its reference to the original capsule, whose destructor then releases
+the tensor. A ctypes callback would instead run Python on whichever thread
+jaxlib frees a buffer, and crash if that is after the interpreter finalized.
+\"\"\"
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import threading
+from typing import Any, NamedTuple
+
+import numpy as np
+
+
+class _DLDevice(ctypes.Structure):
+  _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+  _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+              ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+  # Copied whole and never read here: jaxlib reads and checks the fields.
+  _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice),
+              ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
+              ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+              ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+  _fields_ = [("dl_tensor", _DLTensor),
+              ("manager_ctx", ctypes.c_void_p),
+              ("deleter", ctypes.c_void_p)]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):
+  _fields_ = [("major", ctypes.c_uint32),
+              ("minor", ctypes.c_uint32),
+              ("manager_ctx", ctypes.c_void_p),
+              ("deleter", ctypes.c_void_p),
+              ("flags", ctypes.c_uint64),
+              ("dl_tensor", _DLTensor)]
+
+
+def _capi(name: str, restype: Any, *argtypes: Any) -> Any:
+  # PYFUNCTYPE keeps the GIL held, as the capsule API needs.
+  return ctypes.PYFUNCTYPE(restype, *argtypes)((name, ctypes.pythonapi))
+
+
+_capsule_is_valid = _capi("PyCapsule_IsValid", ctypes.c_int,
+                          ctypes.py_object, ctypes.c_char_p)
+_capsule_get_pointer = _capi("PyCapsule_GetPointer", ctypes.c_void_p,
+                             ctypes.py_object, ctypes.c_char_p)
+_capsule_set_name = _capi("PyCapsule_SetName", ctypes.c_int,
+                          ctypes.py_object, ctypes.c_char_p)
+_capsule_new = _capi("PyCapsule_New", ctypes.py_object, ctypes.c_void_p,
+                     ctypes.c_char_p, ctypes.c_void_p)
+_capsule_get_destructor = _capi("PyCapsule_GetDestructor", ctypes.c_void_p,
+                                ctypes.py_object)
+_pymem_malloc = _capi("PyMem_Malloc", ctypes.c_void_p, ctypes.c_size_t)
+_py_incref = _capi("Py_IncRef", None, ctypes.py_object)
+_call_deleter = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
+
+
+def _static_name(name: bytes) -> ctypes.c_char_p:
+  # A capsule keeps a pointer to its name, which must outlive every capsule,
+  # even those jaxlib frees after this module is torn down.
+  buffer = ctypes.create_string_buffer(name)
+  _py_incref(buffer)
+  return ctypes.c_char_p(ctypes.addressof(buffer))
+
+
+_LEGACY_NAME = _static_name(b"dltensor")
+_VERSIONED_NAME = _static_name(b"dltensor_versioned")
+_USED_VERSIONED_NAME = _static_name(b"used_dltensor_versioned")
+
+
+class _NumpyRelease(NamedTuple):
+  \"\"\"NumPy's C functions that release the DLPack structures it makes.
+
+  Each deleter frees its structure (one PyMem_Malloc block) and drops a
+  reference to ``manager_ctx``; each destructor calls the tensor's deleter
+  unless the capsule was renamed as used (NumPy 2.0 on).
+  \"\"\"
+  legacy_deleter: int
+  versioned_deleter: int
+  legacy_destructor: int
+  versioned_destructor: int
+
+
+@functools.cache
+def _numpy_release() -> _NumpyRelease:
+  probe: Any = np.zeros(1, np.uint8)
+  legacy = probe.__dlpack__()
+  versioned = probe.__dlpack__(max_version=(1, 0))
+  return _NumpyRelease(
+      _DLManagedTensor.from_address(
+          _capsule_get_pointer(legacy, _LEGACY_NAME)).deleter,
+      _DLManagedTensorVersioned.from_address(
+          _capsule_get_pointer(versioned, _VERSIONED_NAME)).deleter,
+      _capsule_get_destructor(legacy),
+      _capsule_get_destructor(versioned))
+
+
+def _new_capsule(managed: _DLManagedTensor | _DLManagedTensorVersioned,
+                 owner: Any) -> Any:
+  \"\"\"Copies ``managed`` to a new structure that holds ``owner``, in a capsule.
+
+  Releasing the structure drops the reference to ``owner``.
+  \"\"\"
+  release = _numpy_release()
+  versioned = isinstance(managed, _DLManagedTensorVersioned)
+  address = _pymem_malloc(ctypes.sizeof(managed))
+  if not address:
+    raise MemoryError("no memory for a DLPack structure")
+  managed.manager_ctx = id(owner)
+  managed.deleter = (release.versioned_deleter if versioned
+                     else release.legacy_deleter)
+  ctypes.memmove(address, ctypes.addressof(managed), ctypes.sizeof(managed))
+  _py_incref(owner)
+  try:
+    return _capsule_new(
+        address, _VERSIONED_NAME if versioned else _LEGACY_NAME,
+        release.versioned_destructor if versioned
+        else release.legacy_destructor)
+  except BaseException:
+    _call_deleter(managed.deleter)(address)  # Frees it, drops ``owner``.
+    raise
+
+
+# Serializes claims: between testing a capsule's name and renaming it as
+# used, another thread could claim it too, and its tensor be freed twice.
+_claim_lock = threading.Lock()
+
+
+def _renew_claim_lock() -> None:
+  # A fork while another thread held the lock leaves it held in the child.
+  global _claim_lock
+  _claim_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_renew_claim_lock)
+
+
+def _release(address: int) -> None:
+  \"\"\"Calls a claimed 1.x tensor's deleter, if it has one.\"\"\"
+  deleter = _DLManagedTensorVersioned.from_address(address).deleter
+  if deleter:
+    _call_deleter(deleter)(address)
+
+
+def as_legacy_capsule(capsule: Any) -> Any:
+  \"\"\"Returns a 0.x capsule of the tensor of a 1.x ``capsule``.
+
+  The 1.x capsule is consumed (renamed as used); its tensor is released,
+  exactly once, when jaxlib releases the import, or when the returned capsule
+  dies unconsumed. Anything else, a 0.x capsule included, is returned as is,
+  for jaxlib to import or refuse.
+
+  Raises:
+    BufferError: a DLPack major version other than 1, which this module
+      cannot read; the tensor has then been released.
+  \"\"\"
+  with _claim_lock:
+    if not _capsule_is_valid(capsule, _VERSIONED_NAME):
+      return capsule
+    address = _capsule_get_pointer(capsule, _VERSIONED_NAME)
+    _capsule_set_name(capsule, _USED_VERSIONED_NAME)
+  # The tensor is ours to release. DLPack keeps the fields up to the
+  # deleter where they are in every major version.
+  versioned = _DLManagedTensorVersioned.from_address(address)
+  if versioned.major != 1:
+    major, minor = versioned.major, versioned.minor
+    _release(address)
+    raise BufferError(
+        f"from_dlpack: the producer returned a DLPack {major}.{minor} "
+        "capsule; JAX reads DLPack 1.x.")
+  try:
+    # Releases the tensor when it dies.
+    owner = _capsule_new(address, _VERSIONED_NAME,
+                         _numpy_release().versioned_destructor)
+  except BaseException:
+    _release(address)
+    raise
+  return _new_capsule(_DLManagedTensor(dl_tensor=versioned.dl_tensor), owner)
+"""
+
+
+# What the versioned-export patch adds to it.
+_CAPSULE_EXPORT = """\
+def as_versioned_capsule(capsule: Any, flags: int) -> Any:
+  \"\"\"Returns a DLPack 1.0 capsule with ``flags`` of a 0.x ``capsule``'s tensor.
+
+  ``capsule`` (jaxlib's export, which only the caller holds) stays
+  unconsumed, held by the new tensor: it dies, and its destructor releases
+  the tensor, when the new capsule's consumer releases it or the new capsule
+  dies unconsumed.
+  \"\"\"
+  legacy = _DLManagedTensor.from_address(
+      _capsule_get_pointer(capsule, _LEGACY_NAME))
+  return _new_capsule(
+      _DLManagedTensorVersioned(major=1, minor=0, flags=flags,
+                                dl_tensor=legacy.dl_tensor), capsule)
+"""
+
+CAPSULE_MODULE = "jax/_src/dlpack_capsule.py"
+
+_CAPSULE_IMPORT = Edit(DLPACK, """\
+from jax._src import core
+""", """\
+from jax._src import core
+from jax._src import dlpack_capsule
+""")
+
+# What the two forms of the versioned-import patch say alike.
+_VERSIONED_IMPORT_PROBLEM = """\
+a read-only NumPy array (np.load(..., mmap_mode="r"), np.broadcast_to
+output), which NumPy exports only as a 1.x capsule with READ_ONLY set,
+raised BufferError ("Cannot export readonly array since signalling
+readonly is unsupported by DLPack"), and a producer that exports only 1.x
+could not be imported. The Array API standard has consumers pass
+max_version so that producers can return 1.x.
+"""
+_VERSIONED_IMPORT_MODULE = """\
+That takes a new module, jax/_src/dlpack_capsule.py: it claims the
+capsule under a lock (renames it as used, as the DLPack Python
+specification has consumers do), refuses a major version other than 1,
+and builds the 0.x structure with ctypes, released by NumPy's own C
+deleter so that no Python runs when jaxlib frees the buffer. It is kept
+apart from dlpack.py because it is memory-safety code with its own tests,
+and goes away once jaxlib 0.12 is the minimum. A read-only import is safe
+to alias: JAX never writes to an imported buffer, and does not reuse one
+donated to a computation.
+
+Measured on {measured} (CPU): the read-only
+cases raise BufferError; a producer that raises without max_version
+cannot import.
+"""
+
+_VERSIONED_IMPORT_CLAIMS = (
+    "read_only_imports_without_copy",
+    "memory_mapped_file_imports_without_copy",
+    "donation_leaves_read_only_source_unchanged",
+    "copy_none_broadcast_imports", "versioned_only_producer_imports",
+    "producer_without_copy_keyword_imports", "cpu_producer_gets_stream_none")
+
+_VERSIONED_IMPORT_TESTS = _tests("""\
+  @jtu.run_on_devices("cpu")
+  def testReadOnlyNumpyArrayImportsWithoutCopy(self):
+    x = _ensure_alignment(np.arange(16, dtype=np.float32),
+                          desired_alignment=64)
+    read_only = x.view()
+    read_only.flags.writeable = False
+    y = jnp.from_dlpack(read_only, copy=False)
+    x[0] = 7.0
+    self.assertEqual(np.asarray(y)[0], 7.0)
+
+  @jtu.run_on_devices("cpu")
+  def testVersionedOnlyProducerImports(self):
+    x = np.arange(8.0)
+
+    class VersionedOnlyProducer:
+      def __dlpack__(self, *, stream=None, max_version=None):
+        if max_version is None:
+          raise BufferError("exports DLPack 1.x only")
+        return x.__dlpack__(stream=stream, max_version=max_version)
+
+      def __dlpack_device__(self):
+        return (DLDeviceType.kDLCPU, 0)
+
+    self.assertAllClose(x, jnp.from_dlpack(VersionedOnlyProducer()))
+
+  @jtu.run_on_devices("cpu")
+  def testVersionedImportReleasesTheProducerTensor(self):
+    x = _ensure_alignment(np.arange(16, dtype=np.float32),
+                          desired_alignment=64)
+    read_only = x.view()
+    read_only.flags.writeable = False
+    alive = weakref.ref(read_only)
+    y = jnp.from_dlpack(read_only, copy=False)
+    del read_only
+    self.assertIsNotNone(alive())
+    y.delete()
+    self.assertIsNone(alive())
+
+  @jtu.run_on_devices("cpu")
+  def testVersionedCapsuleIsConsumedOnce(self):
+    capsule = np.arange(8.0).__dlpack__(max_version=(1, 0))
+
+    class SameCapsuleProducer:
+      def __dlpack__(self, **kwargs):
+        del kwargs
+        return capsule
+
+      def __dlpack_device__(self):
+        return (DLDeviceType.kDLCPU, 0)
+
+    jnp.from_dlpack(SameCapsuleProducer())
+    with self.assertRaisesRegex(Exception, "consumed at most once"):
+      jnp.from_dlpack(SameCapsuleProducer())
+
+  @jtu.run_on_devices("cpu")
+  def testUnknownDLPackMajorVersionIsRefusedAndReleased(self):
+    view = np.arange(8.0).view()
+    capsule = view.__dlpack__(max_version=(1, 0))
+    alive = weakref.ref(view)
+    del view
+    get_pointer = ctypes.PYFUNCTYPE(
+        ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+            ("PyCapsule_GetPointer", ctypes.pythonapi))
+    # DLPackVersion.major, the structure's first field.
+    ctypes.c_uint32.from_address(
+        get_pointer(capsule, b"dltensor_versioned")).value = 2
+
+    with self.assertRaisesRegex(BufferError, "DLPack 2.0"):
+      dlpack_src.dlpack_capsule.as_legacy_capsule(capsule)
+    self.assertIsNone(alive())  # Its deleter ran.
+""")
+
+
+_VERSIONED_IMPORT = SeriesPatch(
+    slug="versioned-import",
+    subject="dlpack: import DLPack 1.x capsules (read-only arrays)",
+    body="""\
+jaxlib before 0.12 imports only DLPack 0.x capsules, and from_dlpack
+asked producers for nothing newer, so what only 1.x can carry failed:
+""" + _VERSIONED_IMPORT_PROBLEM + """
+from_dlpack now asks for max_version=(1, 0) (and again without it, for
+producers before DLPack 1.0), and hands jaxlib a 1.x capsule's tensor as
+a 0.x one, without copying it.
+""" + _VERSIONED_IMPORT_MODULE.format(measured="jax main with jaxlib 0.11.1"),
+    claims=_VERSIONED_IMPORT_CLAIMS,
+    versioned_import=False,
+    only_below_jaxlib=(0, 12),
+    edits=(
+        Edit(CAPSULE_MODULE, "", _CAPSULE_MODULE),
+        _CAPSULE_IMPORT,
+        Edit(DLPACK, """\
+DLPACK_VERSION = (0, 8)
+""", """\
+# jaxlib reads only 0.x capsules; from_dlpack converts 1.x ones for it.
+DLPACK_VERSION = (1, 0)
+"""),
+        Edit(DLPACK, """\
+  dlpack = external_array.__dlpack__(stream=stream)
+
+""", """\
+  try:
+    dlpack = external_array.__dlpack__(stream=stream, max_version=DLPACK_VERSION)
+  except TypeError:
+    dlpack = external_array.__dlpack__(stream=stream)
+  dlpack = dlpack_capsule.as_legacy_capsule(dlpack)
+
+"""),
+    ),
+    test_edits=_VERSIONED_IMPORT_TESTS)
+
+_VERSIONED_IMPORT_BEFORE_JAXLIB_0_12 = SeriesPatch(
+    slug="versioned-import-before-jaxlib-0.12",
+    subject="dlpack: import DLPack 1.x capsules on jaxlib before 0.12",
+    body="""\
+from_dlpack asks producers for DLPack 1.x capsules only where jaxlib (0.12
+on) reads them. With jaxlib 0.11.2, which JAX still supports, it asks for
+0.x, and what only 1.x can carry failed:
+""" + _VERSIONED_IMPORT_PROBLEM + """
+With jaxlib before 0.12, from_dlpack now asks for max_version=(1, 0) too,
+and hands jaxlib a 1.x capsule's tensor as a 0.x one, without copying it.
+""" + _VERSIONED_IMPORT_MODULE.format(
+        measured="jax 0.12.0.1 with jaxlib 0.11.2"),
+    claims=_VERSIONED_IMPORT_CLAIMS,
+    versioned_import=True,
+    only_below_jaxlib=(0, 12),
+    edits=(
+        Edit(CAPSULE_MODULE, "", _CAPSULE_MODULE),
+        _CAPSULE_IMPORT,
+        Edit(DLPACK, """\
+DLPACK_VERSION = _jax.dlpack_version if jaxlib_extension_version >= 499 else (0, 8)
+""", """\
+# Before 0.12, jaxlib reads only 0.x capsules; from_dlpack converts 1.x ones.
+DLPACK_VERSION = _jax.dlpack_version if jaxlib_extension_version >= 499 else (1, 0)
+"""),
+        Edit(DLPACK, """\
+  except TypeError:
+    dlpack = external_array.__dlpack__(stream=stream)
+""", """\
+  except TypeError:
+    dlpack = external_array.__dlpack__(stream=stream)
+  if jaxlib_extension_version < 499:
+    dlpack = dlpack_capsule.as_legacy_capsule(dlpack)
+"""),
+    ),
+    test_edits=_VERSIONED_IMPORT_TESTS)
+
+
+_VERSIONED_EXPORT_BODY = """\
+jax.Array.__dlpack__(max_version=(1, 0)) returned a DLPack 0.x capsule
+where jaxlib is older than 0.12, which exports nothing newer: a consumer
+could not tell that the buffer, which it aliases, must not be written
+(JAX arrays are immutable), nor that copy=True had copied. The DLPack
+Python specification has a producer return a 1.x capsule to a consumer
+that asks for one, with READ_ONLY set for memory the consumer must not
+write and IS_COPIED for a copy.
+
+The export now wraps jaxlib's 0.x capsule in a 1.0 one (the tensor is not
+copied), flagged READ_ONLY when it aliases the array and IS_COPIED when
+it holds a copy, with dlpack_capsule.as_versioned_capsule. A consumer that
+asks for no version still gets jaxlib's 0.x capsule.
+"""
+
+_VERSIONED_EXPORT_CLAIMS = ("export_versioned_read_only",
+                            "export_copy_true_is_copied")
+
+_VERSIONED_EXPORT_TESTS = _tests("""\
+  @jtu.run_on_devices("cpu")
+  def testVersionedExportSaysReadOnlyOrCopied(self):
+    x = jnp.arange(4.0)
+    shared = np.from_dlpack(x)
+    self.assertFalse(shared.flags.writeable)
+    self.assertEqual(shared.__array_interface__["data"][0],
+                     x.unsafe_buffer_pointer())
+    copied = np.from_dlpack(x, copy=True)
+    self.assertNotEqual(copied.__array_interface__["data"][0],
+                        x.unsafe_buffer_pointer())
+""")
+
+_CAPSULE_EXPORT_EDITS = (
+    Edit(CAPSULE_MODULE, """\
+jaxlib before 0.12 imports only DLPack 0.x capsules ("dltensor"). Only
+DLPack 1.x capsules ("dltensor_versioned") can say READ_ONLY, and NumPy
+exports a read-only array only as one. This module hands jaxlib a 1.x
+capsule's tensor without copying it: a new managed tensor of the other
+""", """\
+jaxlib before 0.12 imports and exports only DLPack 0.x capsules
+("dltensor"). Only DLPack 1.x capsules ("dltensor_versioned") can say
+READ_ONLY, and NumPy exports a read-only array only as one. This module
+converts between the two without copying the tensor: a new managed tensor
+of the other
+"""),
+    Edit(CAPSULE_MODULE, """\
+import numpy as np
+
+
+""", """\
+import numpy as np
+
+FLAG_READ_ONLY = 1 << 0
+FLAG_IS_COPIED = 1 << 1
+
+
+"""),
+    Edit(CAPSULE_MODULE, """\
+  return _new_capsule(_DLManagedTensor(dl_tensor=versioned.dl_tensor), owner)
+""", """\
+  return _new_capsule(_DLManagedTensor(dl_tensor=versioned.dl_tensor), owner)
+
+
+""" + _CAPSULE_EXPORT),
+)
+
+_VERSIONED_EXPORT = SeriesPatch(
+    slug="versioned-export",
+    subject="dlpack: export DLPack 1.x capsules, READ_ONLY or IS_COPIED",
+    body=_VERSIONED_EXPORT_BODY + """
+Measured on jax main with jaxlib 0.11.1: np.from_dlpack(jnp.arange(4.0))
+is writable, and aliases the array.
+""",
+    claims=_VERSIONED_EXPORT_CLAIMS,
+    versioned_import=False,
+    only_below_jaxlib=(0, 12),
+    edits=_CAPSULE_EXPORT_EDITS + (
+        Edit(DLPACK, """\
+               copy: bool | None = None):
+
+  if src_device is None:
+""", """\
+               copy: bool | None = None,
+               max_version: tuple[int, int] | None = None):
+
+  if src_device is None:
+"""),
+        Edit(DLPACK, """\
+  return _jax.buffer_to_dlpack_managed_tensor(
+    arr.addressable_data(0), stream=stream
+  )
+""", """\
+  dlpack = _jax.buffer_to_dlpack_managed_tensor(
+    arr.addressable_data(0), stream=stream
+  )
+  if max_version is None or max_version < (1, 0):
+    return dlpack
+  # jaxlib exports only 0.x capsules, which cannot say READ_ONLY.
+  return dlpack_capsule.as_versioned_capsule(
+      dlpack, dlpack_capsule.FLAG_READ_ONLY if arr is x
+      else dlpack_capsule.FLAG_IS_COPIED)
+"""),
+        Edit(DLPACK, """\
+    # Latest
+    return _to_dlpack(
+      x, stream=stream,
+      src_device=src_device,
+      device=device,
+      copy=copy
+    )
+""", """\
+    # Latest
+    return _to_dlpack(
+      x, stream=stream,
+      src_device=src_device,
+      device=device,
+      copy=copy,
+      max_version=max_version,
+    )
+"""),
+        Edit(DLPACK, """\
+    # Oldest supported
+    return _to_dlpack(
+      x, stream=stream,
+      src_device=src_device,
+      device=device,
+      copy=copy
+    )
+""", """\
+    # Oldest supported
+    return _to_dlpack(
+      x, stream=stream,
+      src_device=src_device,
+      device=device,
+      copy=copy,
+      max_version=max_version,
+    )
+"""),
+    ),
+    test_edits=_VERSIONED_EXPORT_TESTS)
+
+_VERSIONED_EXPORT_BEFORE_JAXLIB_0_12 = SeriesPatch(
+    slug="versioned-export-before-jaxlib-0.12",
+    subject="dlpack: export DLPack 1.x capsules on jaxlib before 0.12",
+    body=_VERSIONED_EXPORT_BODY + """
+Measured on jax 0.12.0.1 with jaxlib 0.11.2:
+np.from_dlpack(jnp.arange(4.0)) is writable, and aliases the array.
+""",
+    claims=_VERSIONED_EXPORT_CLAIMS,
+    versioned_import=True,
+    only_below_jaxlib=(0, 12),
+    edits=_CAPSULE_EXPORT_EDITS + (
+        Edit(DLPACK, """\
+  return _jax.buffer_to_dlpack_managed_tensor(
+    arr.addressable_data(0), stream=stream
+  )
+""", """\
+  dlpack = _jax.buffer_to_dlpack_managed_tensor(
+    arr.addressable_data(0), stream=stream
+  )
+  if max_version is None or max_version < (1, 0):
+    return dlpack
+  # Before 0.12, jaxlib exports only 0.x capsules, which cannot say READ_ONLY.
+  return dlpack_capsule.as_versioned_capsule(
+      dlpack, dlpack_capsule.FLAG_IS_COPIED if copied
+      else dlpack_capsule.FLAG_READ_ONLY)
+"""),
+    ),
+    test_edits=_VERSIONED_EXPORT_TESTS)
+
+
 _PRODUCER_COPIED = SeriesPatch(
     slug="copy-false-producer-copied",
     subject="dlpack: copy=False refuses a capsule flagged IS_COPIED",
     body="""\
 DLPack 1.0 has producers set IS_COPIED on a capsule that holds a copy,
-so that a consumer that must not copy can tell. jaxlib reads 1.x
-capsules but ignores the flag, so from_dlpack(x, copy=False) returned a
-copy without a word when the producer copied (say, a producer that
-ignores copy=False, or one that cannot share its memory). It now reads
-the flag under copy=False and raises the copy-required error. Only
-1.x capsules carry the flag, and only this import asks for them.
+so that a consumer that must not copy can tell. from_dlpack ignored the
+flag, so from_dlpack(x, copy=False) returned a copy without a word when
+the producer copied (say, a producer that ignores copy=False, or one that
+cannot share its memory). It now reads the flag under copy=False, with
+dlpack_capsule.versioned_flags, and raises the copy-required error. Only
+1.x capsules carry the flag.
 
 Measured on jax 0.12.0.1: a producer returning
 np.arange(8.0).__dlpack__(max_version=(1, 0), copy=True) imports under
 copy=False (64-byte-aligned copies alias the copy; others raise the
 unaligned error instead).
 """,
-    claims=(),
-    claims_with_versioned_import=("copy_false_producer_copied_raises",),
-    only_with_versioned_import=True,
+    claims=("copy_false_producer_copied_raises",),
     edits=(
         Edit(DLPACK, """\
-from typing import Any
-""", """\
-import ctypes
-from typing import Any
-"""),
-        Edit(DLPACK, """\
   except TypeError:
     dlpack = external_array.__dlpack__(stream=stream)
 """, """\
   except TypeError:
     dlpack = external_array.__dlpack__(stream=stream)
-  if copy is False and _producer_copied(dlpack):
+  if copy is False and (dlpack_capsule.versioned_flags(dlpack)
+                        & dlpack_capsule.FLAG_IS_COPIED):
     raise _CopyRequiredError(
         "Specified copy=False, but the producer copied the data: its DLPack "
         "capsule sets IS_COPIED. Set copy=True or copy=None to perform the "
         "requested operation.")
 """),
-        Edit(DLPACK, """\
-def _is_tensorflow_tensor(external_array):""", """\
-class _DLManagedTensorVersionedHead(ctypes.Structure):
-  \"\"\"The fields of DLPack 1.x's DLManagedTensorVersioned up to ``flags``.\"\"\"
-  _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
-              ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
-              ("flags", ctypes.c_uint64)]
+        Edit(CAPSULE_MODULE, """\
+                                dl_tensor=legacy.dl_tensor), capsule)
+""", """\
+                                dl_tensor=legacy.dl_tensor), capsule)
 
-_DLPACK_FLAG_BITMASK_IS_COPIED = 1 << 1
-_VERSIONED_CAPSULE_NAME = b"dltensor_versioned"
 
-def _producer_copied(capsule) -> bool:
-  \"\"\"Whether a DLPack 1.x capsule says its producer copied the data.\"\"\"
-  api = ctypes.pythonapi
-  api.PyCapsule_IsValid.restype = ctypes.c_int
-  api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
-  if not api.PyCapsule_IsValid(capsule, _VERSIONED_CAPSULE_NAME):
-    return False  # A 0.x capsule has no flags.
-  api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-  api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-  head = _DLManagedTensorVersionedHead.from_address(
-      api.PyCapsule_GetPointer(capsule, _VERSIONED_CAPSULE_NAME))
-  return bool(head.flags & _DLPACK_FLAG_BITMASK_IS_COPIED)
-
-def _is_tensorflow_tensor(external_array):"""),
+def versioned_flags(capsule: Any) -> int:
+  \"\"\"The flags of an unconsumed DLPack 1.x capsule; 0 for anything else.\"\"\"
+  with _claim_lock:
+    if not _capsule_is_valid(capsule, _VERSIONED_NAME):
+      return 0
+    return _DLManagedTensorVersioned.from_address(
+        _capsule_get_pointer(capsule, _VERSIONED_NAME)).flags
+"""),
     ),
     test_edits=_tests("""\
   @jtu.run_on_devices("cpu")
@@ -978,6 +1559,10 @@ SERIES: tuple[SeriesPatch, ...] = (
     _FOREIGN_PLATFORM,
     _EXPORT_MISSING_PLATFORM,
     _EXPORT_LEGACY_COPY,
+    _VERSIONED_IMPORT,
+    _VERSIONED_IMPORT_BEFORE_JAXLIB_0_12,
+    _VERSIONED_EXPORT,
+    _VERSIONED_EXPORT_BEFORE_JAXLIB_0_12,
     _PRODUCER_COPIED,
     _NON_ROW_MAJOR,
     _STUBS,
@@ -988,29 +1573,3 @@ SERIES: tuple[SeriesPatch, ...] = (
 # write. A test keeps this list, the claims and the conformance results
 # consistent.
 NOT_YET_IN_SERIES: frozenset[str] = frozenset()
-
-# What install() passes that the series leaves undone where the target's
-# from_dlpack does not import DLPack 1.x capsules (JAX main before 0.12,
-# with jaxlib from 0.11.0): each needs 1.x capsules, which jaxlib before
-# 0.12 cannot read, so a 1.x-to-0.x capsule conversion in JAX (the ctypes
-# layer jax_patch keeps) would have to come first. JAX 0.12 added the
-# negotiation itself, for jaxlib 0.12 on.
-NOT_YET_WITHOUT_VERSIONED_IMPORT: frozenset[str] = frozenset({
-    "copy_none_broadcast_imports",
-    "copy_false_producer_copied_raises",
-    "read_only_imports_without_copy",
-    "memory_mapped_file_imports_without_copy",
-    "donation_leaves_read_only_source_unchanged",
-    "producer_without_copy_keyword_imports",
-    "versioned_only_producer_imports",
-    "cpu_producer_gets_stream_none",
-    "export_versioned_read_only",
-    "export_copy_true_is_copied",
-})
-
-
-def not_yet_for(imports_versioned: bool) -> frozenset[str]:
-  """The cases install() passes that the series does not, for a target."""
-  if imports_versioned:
-    return NOT_YET_IN_SERIES
-  return NOT_YET_IN_SERIES | NOT_YET_WITHOUT_VERSIONED_IMPORT

@@ -95,7 +95,8 @@ class SeriesClaimsTest(parameterized.TestCase):
   def test_every_patch_claims_cases_and_is_tested(self) -> None:
     for patch in series_patches.SERIES:
       with self.subTest(patch.slug):
-        self.assertTrue(patch.claims or patch.typing_probe)
+        self.assertTrue(
+            patch.claims or patch.typing_probe or patch.runtime_probe)
         # A typing patch is tested by its probe, under the target's checker.
         self.assertTrue(patch.typing_probe or any(
             edit.path == series_patches.INTEROP_TEST
@@ -107,6 +108,17 @@ class SeriesClaimsTest(parameterized.TestCase):
             max(len(line) for line in patch.body.splitlines()), 75)
     slugs = [patch.slug for patch in series_patches.SERIES]
     self.assertEqual(len(slugs), len(set(slugs)))
+
+
+class RuntimeProbeTest(absltest.TestCase):
+  """What a runtime probe checks, install() does on every JAX."""
+
+  def test_runtime_probes_pass_under_install(self) -> None:
+    probed = [patch for patch in series_patches.SERIES if patch.runtime_probe]
+    self.assertNotEmpty(probed)
+    for patch in probed:
+      with self.subTest(patch.slug), jax_patch.patched():
+        exec(compile(patch.runtime_probe, patch.slug, "exec"), {})  # pylint: disable=exec-used
 
 
 class TargetTest(absltest.TestCase):
@@ -225,6 +237,7 @@ class InstalledJaxSeriesTest(absltest.TestCase):
         self.assertTrue(step.imports)
         self.assertEqual(step.type_check, "ok")
         self.assertEmpty(step.failed_claims)
+        self.assertEmpty(step.failed_probes)
         self.assertEmpty(step.failed_after_series)
 
   def test_upstream_fails_every_claimed_case(self) -> None:

@@ -77,6 +77,9 @@ class StepResult:
   type_check: str = ""  # "ok", or the checker's complaint
   # Failed cases, each with what it saw.
   failed_claims: dict[str, str] = dataclasses.field(default_factory=dict)
+  # Runtime probes of the patches so far that failed, by patch slug; also
+  # this patch's, if it passed before the patch (it shows nothing).
+  failed_probes: dict[str, str] = dataclasses.field(default_factory=dict)
   # After the last step only: cases that fail on the full series though
   # they are neither claimed nor known to be left undone for this target.
   failed_after_series: dict[str, str] = dataclasses.field(
@@ -87,7 +90,8 @@ class StepResult:
   @property
   def ok(self) -> bool:
     return (self.applied and self.imports and self.type_check == "ok"
-            and not self.failed_claims and not self.failed_after_series
+            and not self.failed_claims and not self.failed_probes
+            and not self.failed_after_series
             and self.interop_passed is not False)
 
 
@@ -227,6 +231,7 @@ def check_series(target: Target, patches: list[pathlib.Path],
   """
   results = []
   claimed: list[str] = []
+  probed: list[series_patches.SeriesPatch] = []
   with tempfile.TemporaryDirectory() as scratch:
     repo = _scratch_repo(target, pathlib.Path(scratch))
     checker = _checker(repo)
@@ -237,6 +242,8 @@ def check_series(target: Target, patches: list[pathlib.Path],
       probe_before = (
           _type_check(repo, python, checker, [_write_probe(repo, patch)])
           if patch.typing_probe and checker else "")
+      runtime_before = (_runtime_probe(repo, python, patch.runtime_probe)
+                        if patch.runtime_probe else "")
       try:
         _git(repo, "am", "-q", str(patch_file.absolute()))
       except SeriesError as err:
@@ -254,6 +261,15 @@ def check_series(target: Target, patches: list[pathlib.Path],
         step.type_check = ("the typing probe passes before the patch too: "
                            "it shows nothing")
       step.failed_claims = _failed_cases(repo, python, claimed)
+      if patch.runtime_probe:
+        probed.append(patch)
+      for earlier in probed:
+        outcome = _runtime_probe(repo, python, earlier.runtime_probe)
+        if outcome != "ok":
+          step.failed_probes[earlier.slug] = outcome
+      if runtime_before == "ok":
+        step.failed_probes[patch.slug] = (
+            "the runtime probe passes before the patch too: it shows nothing")
       if interop_test and target.has_interop_test:
         step.interop_passed, step.interop_test = _interop_test(repo, python)
     if results and results[-1].applied and len(results) == len(patches):
@@ -289,6 +305,14 @@ def _imports(repo: pathlib.Path, python: str) -> bool:
               f"sys.exit(pathlib.Path(jax.__file__).parent != "
               f"pathlib.Path({str(repo / 'jax')!r}))")
   return done.returncode == 0
+
+
+def _runtime_probe(repo: pathlib.Path, python: str, probe: str) -> str:
+  """Runs a runtime probe in the tree: "ok", or how it failed."""
+  done = _run(repo, python, "-c", probe)
+  if done.returncode:
+    return (done.stdout + done.stderr).strip()[-1000:] or "failed"
+  return "ok"
 
 
 def _write_probe(repo: pathlib.Path, patch: series_patches.SeriesPatch) -> str:

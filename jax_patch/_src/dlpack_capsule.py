@@ -591,9 +591,9 @@ class _NumpyRelease(NamedTuple):
   Every structure this module makes is released by them, so that no Python
   runs when jaxlib frees an import, on whichever thread, and none can run
   after the interpreter has finalised (NumPy's deleters then leak, as they
-  must). From NumPy 2.0 to 2.5 and on its main branch (read in
-  ``numpy/_core/src/multiarray/dlpack.c``; ``GateTest`` checks the installed
-  one):
+  must). From NumPy 2.1 (the first with DLPack 1.x) to 2.5 and on its main
+  branch (read in ``numpy/_core/src/multiarray/dlpack.c``; ``GateTest``
+  checks the installed one):
 
   Attributes:
     legacy_deleter, versioned_deleter: a ``DLManagedTensor[Versioned]``

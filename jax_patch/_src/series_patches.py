@@ -1012,7 +1012,7 @@ class _NumpyRelease(NamedTuple):
 
   Each deleter frees its structure (one PyMem_Malloc block) and drops a
   reference to ``manager_ctx``; each destructor calls the tensor's deleter
-  unless the capsule was renamed as used (NumPy 2.0 on).
+  unless the capsule was renamed as used (NumPy 2.1 on, as JAX requires).
   \"\"\"
   legacy_deleter: int
   versioned_deleter: int

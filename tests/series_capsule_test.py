@@ -150,10 +150,12 @@ class AsLegacyCapsuleTest(parameterized.TestCase):
     self.assertIs(dlpack_capsule.as_legacy_capsule(not_a_capsule),
                   not_a_capsule)
 
-  def test_producer_tensor_lives_until_the_consumer_releases_it(
-      self) -> None:
-    producer = _HostileProducer()
-    legacy = dlpack_capsule.as_legacy_capsule(producer.capsule)
+  def _import_then_release(self, producer: _HostileProducer,
+                           legacy: Any) -> None:
+    """NumPy imports ``legacy``, the caller's only reference, then frees it.
+
+    The producer's tensor must live until the import dies.
+    """
     imported = np.from_dlpack(_CapsuleOnce(legacy))
     del legacy
     gc.collect()
@@ -161,6 +163,12 @@ class AsLegacyCapsuleTest(parameterized.TestCase):
     np.testing.assert_array_equal(imported, np.arange(8.0))
     del imported
     gc.collect()
+
+  def test_producer_tensor_lives_until_the_consumer_releases_it(
+      self) -> None:
+    producer = _HostileProducer()
+    self._import_then_release(
+        producer, dlpack_capsule.as_legacy_capsule(producer.capsule))
     self.assertEqual(producer.deletions, 1)
 
   def test_unconsumed_result_releases_the_tensor_when_it_dies(self) -> None:
@@ -243,14 +251,8 @@ class AsLegacyCapsuleTest(parameterized.TestCase):
     self.assertEqual(dlpack_capsule.versioned_flags(producer.capsule), 0)
     self.assertEqual(dlpack_capsule.versioned_flags(legacy), 0)
     if consume:
-      imported = np.from_dlpack(_CapsuleOnce(legacy))
-      del legacy
-      gc.collect()
-      self.assertEqual(producer.deletions, 0)
-      np.testing.assert_array_equal(imported, np.arange(8.0))
-      del imported
-    else:
-      del legacy
+      self._import_then_release(producer, legacy)
+    del legacy
     gc.collect()
     self.assertEqual(producer.deletions, int(with_deleter))
 

@@ -1389,6 +1389,37 @@ FLAG_IS_COPIED = 1 << 1
 """ + _CAPSULE_EXPORT),
 )
 
+# Both forms: jaxlib's export, wrapped as 1.0 for a consumer that asks.
+_WRAPS_LEGACY_EXPORT = Edit(DLPACK, """\
+  return _jax.buffer_to_dlpack_managed_tensor(
+    arr.addressable_data(0), stream=stream
+  )
+""", """\
+  dlpack = _jax.buffer_to_dlpack_managed_tensor(
+    arr.addressable_data(0), stream=stream
+  )
+  if max_version is None or max_version < (1, 0):
+    return dlpack
+  # jaxlib before 0.12 exports only 0.x capsules, which cannot say READ_ONLY.
+  return dlpack_capsule.as_versioned_capsule(
+      dlpack, dlpack_capsule.FLAG_READ_ONLY if arr is x
+      else dlpack_capsule.FLAG_IS_COPIED)
+""")
+
+
+def _passes_max_version(branch: str) -> Edit:
+  """Has one of to_dlpack's two (alike) ``_to_dlpack`` calls pass it on."""
+  call = f"""\
+    # {branch}
+    return _to_dlpack(
+      x, stream=stream,
+      src_device=src_device,
+      device=device,
+      copy=copy"""
+  return Edit(DLPACK, call + "\n    )\n",
+              call + ",\n      max_version=max_version,\n    )\n")
+
+
 _VERSIONED_EXPORT = SeriesPatch(
     slug="versioned-export",
     subject="dlpack: export DLPack 1.x capsules, READ_ONLY or IS_COPIED",
@@ -1410,57 +1441,9 @@ is writable, and aliases the array.
 
   if src_device is None:
 """),
-        Edit(DLPACK, """\
-  return _jax.buffer_to_dlpack_managed_tensor(
-    arr.addressable_data(0), stream=stream
-  )
-""", """\
-  dlpack = _jax.buffer_to_dlpack_managed_tensor(
-    arr.addressable_data(0), stream=stream
-  )
-  if max_version is None or max_version < (1, 0):
-    return dlpack
-  # jaxlib exports only 0.x capsules, which cannot say READ_ONLY.
-  return dlpack_capsule.as_versioned_capsule(
-      dlpack, dlpack_capsule.FLAG_READ_ONLY if arr is x
-      else dlpack_capsule.FLAG_IS_COPIED)
-"""),
-        Edit(DLPACK, """\
-    # Latest
-    return _to_dlpack(
-      x, stream=stream,
-      src_device=src_device,
-      device=device,
-      copy=copy
-    )
-""", """\
-    # Latest
-    return _to_dlpack(
-      x, stream=stream,
-      src_device=src_device,
-      device=device,
-      copy=copy,
-      max_version=max_version,
-    )
-"""),
-        Edit(DLPACK, """\
-    # Oldest supported
-    return _to_dlpack(
-      x, stream=stream,
-      src_device=src_device,
-      device=device,
-      copy=copy
-    )
-""", """\
-    # Oldest supported
-    return _to_dlpack(
-      x, stream=stream,
-      src_device=src_device,
-      device=device,
-      copy=copy,
-      max_version=max_version,
-    )
-"""),
+        _WRAPS_LEGACY_EXPORT,
+        _passes_max_version("Latest"),
+        _passes_max_version("Oldest supported"),
     ),
     test_edits=_VERSIONED_EXPORT_TESTS)
 
@@ -1475,21 +1458,7 @@ np.from_dlpack(jnp.arange(4.0)) is writable, and aliases the array.
     versioned_import=True,
     only_below_jaxlib=(0, 12),
     edits=_CAPSULE_EXPORT_EDITS + (
-        Edit(DLPACK, """\
-  return _jax.buffer_to_dlpack_managed_tensor(
-    arr.addressable_data(0), stream=stream
-  )
-""", """\
-  dlpack = _jax.buffer_to_dlpack_managed_tensor(
-    arr.addressable_data(0), stream=stream
-  )
-  if max_version is None or max_version < (1, 0):
-    return dlpack
-  # Before 0.12, jaxlib exports only 0.x capsules, which cannot say READ_ONLY.
-  return dlpack_capsule.as_versioned_capsule(
-      dlpack, dlpack_capsule.FLAG_IS_COPIED if copied
-      else dlpack_capsule.FLAG_READ_ONLY)
-"""),
+        _WRAPS_LEGACY_EXPORT,
     ),
     test_edits=_VERSIONED_EXPORT_TESTS)
 

@@ -694,6 +694,7 @@ hangs (the import's release waits for the GIL it holds); it now returns.
 
 class DLPackTest(jtu.JaxTestCase):""", "\n" + _SNAPSHOT_CHECK + """\
 
+
 class DLPackTest(jtu.JaxTestCase):"""),),
     runtime_probe="""\
 import jax

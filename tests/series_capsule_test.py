@@ -43,7 +43,7 @@ from jax_patch._src import series_patches
 def _module_text() -> str:
   """The module after every patch of main's series that edits it."""
   text = ""
-  for patch in series_patches.for_target((0, 11, 0), False):
+  for patch in series_patches.for_target((0, 11, 0), (0, 11, 1), False):
     for edit in patch.edits:
       if edit.path == series_patches.CAPSULE_MODULE:
         if not edit.old:

@@ -82,13 +82,15 @@ class SeriesClaimsTest(parameterized.TestCase):
     self.assertEmpty(series_patches.NOT_YET_IN_SERIES - _CASE_NAMES)
 
   @parameterized.named_parameters(
-      ("main", (0, 11, 0), False), ("release_0_12", (0, 11, 2), True),
-      ("jaxlib_0_12_on", (0, 12, 0), True))
+      ("main", (0, 11, 0), (0, 11, 1), False),
+      ("release_0_11_2", (0, 11, 0), (0, 11, 2), False),
+      ("release_0_12", (0, 11, 2), (0, 12, 0), True),
+      ("jaxlib_0_12_on", (0, 12, 0), (0, 13, 0), True))
   def test_no_case_is_claimed_twice_or_also_pending(
-      self, min_jaxlib: tuple[int, ...], imports_versioned: bool) -> None:
-    claimed = [name for patch
-               in series_patches.for_target(min_jaxlib, imports_versioned)
-               for name in patch.claims]
+      self, min_jaxlib: tuple[int, ...], max_jaxlib: tuple[int, ...],
+      imports_versioned: bool) -> None:
+    claimed = [name for patch in series_patches.for_target(
+        min_jaxlib, max_jaxlib, imports_versioned) for name in patch.claims]
     self.assertEqual(len(claimed), len(set(claimed)))
     self.assertEmpty(set(claimed) & series_patches.NOT_YET_IN_SERIES)
 
@@ -130,10 +132,11 @@ class TargetTest(absltest.TestCase):
     self.addCleanup(scratch.cleanup)
     self.root = pathlib.Path(scratch.name)
 
-  def test_reads_version_and_minimum_jaxlib(self) -> None:
+  def test_reads_version_and_jaxlib_range(self) -> None:
     target = series.read_target(_fake_tree(self.root, "0.11.2"))
     self.assertEqual(target.jax_version, "0.99.0")
     self.assertEqual(target.min_jaxlib, (0, 11, 2))
+    self.assertEqual(target.max_jaxlib, (0, 99, 0))
     self.assertFalse(target.has_interop_test)
 
   def test_refuses_a_jax_supporting_jaxlib_older_than_0_11(self) -> None:
@@ -144,31 +147,42 @@ class TargetTest(absltest.TestCase):
     with self.assertRaisesRegex(series.SeriesError, "not a JAX tree"):
       series.read_target(self.root)
 
-  def test_a_jaxlib_fix_is_only_for_targets_that_support_that_jaxlib(
+  def test_a_jaxlib_fix_comes_gated_only_where_the_range_straddles_it(
       self) -> None:
-    slugs = lambda version: [patch.slug for patch
-                             in series_patches.for_target(version, True)]
-    self.assertIn("non-row-major-layouts", slugs((0, 11, 0)))
-    self.assertNotIn("non-row-major-layouts", slugs((0, 11, 2)))
-    self.assertEqual(len(slugs((0, 11, 0))), len(slugs((0, 11, 2))) + 1)
+    slugs = lambda min_jaxlib, max_jaxlib: [
+        patch.slug for patch
+        in series_patches.for_target(min_jaxlib, max_jaxlib, True)]
+    # Every jaxlib before 0.11.2 (JAX main at 0.11.1): no gate.
+    self.assertIn("non-row-major-layouts", slugs((0, 11, 0), (0, 11, 1)))
+    self.assertNotIn("non-row-major-layouts-before-jaxlib-0.11.2",
+                     slugs((0, 11, 0), (0, 11, 1)))
+    # A range reaching 0.11.2: gated on jaxlib_extension_version.
+    self.assertIn("non-row-major-layouts-before-jaxlib-0.11.2",
+                  slugs((0, 11, 0), (0, 11, 2)))
+    self.assertNotIn("non-row-major-layouts", slugs((0, 11, 0), (0, 11, 2)))
+    # None of it where every jaxlib has the fix.
+    self.assertEmpty([slug for slug in slugs((0, 11, 2), (0, 12, 0))
+                      if slug.startswith("non-row-major")])
 
   def test_versioned_capsules_come_in_the_form_the_target_needs(
       self) -> None:
-    slugs = lambda min_jaxlib, versioned: [
-        patch.slug for patch
-        in series_patches.for_target(min_jaxlib, versioned)]
+    slugs = lambda min_jaxlib, max_jaxlib, versioned: [
+        patch.slug for patch in series_patches.for_target(
+            min_jaxlib, max_jaxlib, versioned)]
+    main, release_0_12 = ((0, 11, 0), (0, 11, 1), False), (
+        (0, 11, 2), (0, 12, 0), True)
     # JAX main before 0.12: jaxlib 0.11 throughout, no gate.
     self.assertContainsSubset(["versioned-import", "versioned-export"],
-                              slugs((0, 11, 0), False))
+                              slugs(*main))
     # JAX 0.12: from_dlpack negotiates, but jaxlib 0.11.2 cannot read 1.x.
     self.assertContainsSubset(
         ["versioned-import-before-jaxlib-0.12",
-         "versioned-export-before-jaxlib-0.12"], slugs((0, 11, 2), True))
-    self.assertNotIn("versioned-import", slugs((0, 11, 2), True))
+         "versioned-export-before-jaxlib-0.12"], slugs(*release_0_12))
+    self.assertNotIn("versioned-import", slugs(*release_0_12))
     # A JAX whose every jaxlib reads 1.x capsules needs neither.
-    self.assertEmpty([slug for slug in slugs((0, 12, 0), True)
+    self.assertEmpty([slug for slug in slugs((0, 12, 0), (0, 13, 0), True)
                       if slug.startswith("versioned-")])
-    for key in ((0, 11, 0), False), ((0, 11, 2), True), ((0, 12, 0), True):
+    for key in main, release_0_12, ((0, 12, 0), (0, 13, 0), True):
       with self.subTest(str(key)):
         self.assertIn("copy-false-producer-copied", slugs(*key))
 

@@ -61,6 +61,8 @@ class Target:
   root: pathlib.Path
   jax_version: str
   min_jaxlib: tuple[int, ...]
+  # The newest jaxlib it accepts: JAX refuses a jaxlib newer than itself.
+  max_jaxlib: tuple[int, ...]
   has_interop_test: bool
   # Whether its from_dlpack already asks for DLPack 1.x capsules (JAX 0.12
   # on), which jaxlib 0.12 reads: read-only arrays import.
@@ -122,6 +124,7 @@ def read_target(root: pathlib.Path) -> Target:
         "vendor the patch there instead (jax-patch vendor).")
   dlpack = root / series_patches.DLPACK
   return Target(root, version.group(1), min_jaxlib,
+                _version_tuple(version.group(1)),
                 (root / series_patches.INTEROP_TEST).is_file(),
                 dlpack.is_file() and series_patches.VERSIONED_IMPORT_MARK
                 in dlpack.read_text())
@@ -129,7 +132,7 @@ def read_target(root: pathlib.Path) -> Target:
 
 def patches_for(target: Target) -> tuple[series_patches.SeriesPatch, ...]:
   """The patches ``target``'s jaxlib range and import path need."""
-  return series_patches.for_target(target.min_jaxlib,
+  return series_patches.for_target(target.min_jaxlib, target.max_jaxlib,
                                    target.imports_versioned)
 
 

@@ -80,18 +80,27 @@ class SeriesPatch:
   # jaxlib bug, or a stand-in for what a newer jaxlib does itself, needless
   # (and absent) where every supported jaxlib has it.
   only_below_jaxlib: tuple[int, ...] | None = None
+  # With only_below_jaxlib: True for the form that tests
+  # jaxlib_extension_version, for a target whose jaxlib range reaches that
+  # version; False for the form without the test, for a target whose every
+  # jaxlib is older (a gate constant over the range is left out).
+  gated: bool | None = None
   # Only for targets whose from_dlpack already asks for DLPack 1.x capsules
   # (True: JAX 0.12 on), or only for those that do not (False): the two
   # differ in the text a patch edits.
   versioned_import: bool | None = None
 
-  def is_for(self, min_jaxlib: tuple[int, ...],
+  def is_for(self, min_jaxlib: tuple[int, ...], max_jaxlib: tuple[int, ...],
              imports_versioned: bool) -> bool:
+    """Whether a target with this jaxlib range and import path needs it."""
     if (self.versioned_import is not None
         and self.versioned_import != imports_versioned):
       return False
-    return (self.only_below_jaxlib is None
-            or min_jaxlib < self.only_below_jaxlib)
+    if self.only_below_jaxlib is None:
+      return True
+    reaches_fixed_jaxlib = max_jaxlib >= self.only_below_jaxlib
+    return (min_jaxlib < self.only_below_jaxlib
+            and self.gated in (None, reaches_fixed_jaxlib))
 
   def shows_on_jaxlib(self, jaxlib: tuple[int, ...]) -> bool:
     """Whether upstream fails its claims with ``jaxlib``."""
@@ -1267,6 +1276,7 @@ a 0.x one, without copying it.
     claims=_VERSIONED_IMPORT_CLAIMS,
     versioned_import=False,
     only_below_jaxlib=(0, 12),
+    gated=False,
     edits=(
         Edit(CAPSULE_MODULE, "", _CAPSULE_MODULE),
         _CAPSULE_IMPORT,
@@ -1305,6 +1315,7 @@ and hands jaxlib a 1.x capsule's tensor as a 0.x one, without copying it.
     claims=_VERSIONED_IMPORT_CLAIMS,
     versioned_import=True,
     only_below_jaxlib=(0, 12),
+    gated=True,
     edits=(
         Edit(CAPSULE_MODULE, "", _CAPSULE_MODULE),
         _CAPSULE_IMPORT,
@@ -1433,6 +1444,7 @@ is writable, and aliases the array.
     claims=_VERSIONED_EXPORT_CLAIMS,
     versioned_import=False,
     only_below_jaxlib=(0, 12),
+    gated=False,
     edits=_CAPSULE_EXPORT_EDITS + (
         Edit(DLPACK, """\
                copy: bool | None = None):
@@ -1460,6 +1472,7 @@ np.from_dlpack(jnp.arange(4.0)) is writable, and aliases the array.
     claims=_VERSIONED_EXPORT_CLAIMS,
     versioned_import=True,
     only_below_jaxlib=(0, 12),
+    gated=True,
     edits=_CAPSULE_EXPORT_EDITS + (
         _WRAPS_LEGACY_EXPORT,
     ),
@@ -1530,10 +1543,7 @@ def versioned_flags(capsule: Any) -> int:
 """))
 
 
-_NON_ROW_MAJOR = SeriesPatch(
-    slug="non-row-major-layouts",
-    subject="dlpack: copy non-row-major imports on jaxlib before 0.11.2",
-    body="""\
+_NON_ROW_MAJOR_BODY = """\
 jaxlib before 0.11.2 aliases a compact but non-row-major host tensor
 (x.T, any permutation) with a matching XLA layout, which reads right,
 but device_put to another device then moves it wrongly: the moved array
@@ -1546,26 +1556,9 @@ the alias is kept; this patch goes away with the minimum jaxlib.
 Measured with jaxlib 0.11.1 and 2 CPU devices:
 device_put(from_dlpack(x.transpose(1, 2, 0)), cpu1) * 1 differs from
 x.transpose(1, 2, 0).
-""",
-    claims=("transposed_values_are_right", "copy_false_transposed_shares"),
-    only_below_jaxlib=(0, 11, 2),
-    edits=(
-        Edit(DLPACK, """\
-from jax._src.lib import _jax
-from jax._src.lib import xla_client
-""", """\
-from jax._src.lib import _jax
-from jax._src.lib import jaxlib_extension_version
-from jax._src.lib import xla_client
-"""),
-        Edit(DLPACK, """\
-  # TODO(phawkins): when we are ready to support x64 arrays in
-  # non-x64 mode, change the semantics to not canonicalize here.
-""", """\
-  # jaxlib before 0.11.2 (extension 495) aliases other layouts, but moves
-  # them to other devices wrongly.
-  if (jaxlib_extension_version < 495 and not copy
-      and arr.format.layout.major_to_minor != tuple(range(arr.ndim))):
+"""
+
+_NON_ROW_MAJOR_CHECK = """\
     if copy is False:
       raise _CopyRequiredError(
           "Specified input with a non-row-major layout, which requires a "
@@ -1575,9 +1568,9 @@ from jax._src.lib import xla_client
     arr = _array_copy(arr)
   # TODO(phawkins): when we are ready to support x64 arrays in
   # non-x64 mode, change the semantics to not canonicalize here.
-"""),
-    ),
-    test_edits=_tests("""\
+"""
+
+_NON_ROW_MAJOR_TESTS = _tests("""\
   @jtu.run_on_devices("cpu")
   def testNonRowMajorImportMovesRight(self):
     if jax.device_count() < 2:
@@ -1587,15 +1580,63 @@ from jax._src.lib import xla_client
     x = x.reshape(2, 3, 4).transpose(1, 2, 0)
     y = jax.device_put(jnp.from_dlpack(x), jax.devices()[1])
     self.assertArraysEqual(x * 2, np.asarray(y * 2))
-"""))
+""")
+
+_BEFORE_TODO_CANONICALIZE = """\
+  # TODO(phawkins): when we are ready to support x64 arrays in
+  # non-x64 mode, change the semantics to not canonicalize here.
+"""
+
+# A JAX whose every jaxlib is older than 0.11.2 (JAX main at 0.11.1).
+_NON_ROW_MAJOR = SeriesPatch(
+    slug="non-row-major-layouts",
+    subject="dlpack: copy non-row-major imports (jaxlib moves them wrongly)",
+    body=_NON_ROW_MAJOR_BODY,
+    claims=("transposed_values_are_right", "copy_false_transposed_shares"),
+    only_below_jaxlib=(0, 11, 2),
+    gated=False,
+    edits=(
+        Edit(DLPACK, _BEFORE_TODO_CANONICALIZE, """\
+  # jaxlib before 0.11.2 aliases other layouts, but moves them to other
+  # devices wrongly.
+  if not copy and arr.format.layout.major_to_minor != tuple(range(arr.ndim)):
+""" + _NON_ROW_MAJOR_CHECK),
+    ),
+    test_edits=_NON_ROW_MAJOR_TESTS)
+
+# A JAX supporting jaxlib from before 0.11.2 to 0.11.2 or later.
+_NON_ROW_MAJOR_BEFORE_JAXLIB_0_11_2 = SeriesPatch(
+    slug="non-row-major-layouts-before-jaxlib-0.11.2",
+    subject="dlpack: copy non-row-major imports on jaxlib before 0.11.2",
+    body=_NON_ROW_MAJOR_BODY,
+    claims=("transposed_values_are_right", "copy_false_transposed_shares"),
+    only_below_jaxlib=(0, 11, 2),
+    gated=True,
+    edits=(
+        Edit(DLPACK, """\
+from jax._src.lib import _jax
+from jax._src.lib import xla_client
+""", """\
+from jax._src.lib import _jax
+from jax._src.lib import jaxlib_extension_version
+from jax._src.lib import xla_client
+"""),
+        Edit(DLPACK, _BEFORE_TODO_CANONICALIZE, """\
+  # jaxlib before 0.11.2 (extension 495) aliases other layouts, but moves
+  # them to other devices wrongly.
+  if (jaxlib_extension_version < 495 and not copy
+      and arr.format.layout.major_to_minor != tuple(range(arr.ndim))):
+""" + _NON_ROW_MAJOR_CHECK),
+    ),
+    test_edits=_NON_ROW_MAJOR_TESTS)
 
 
-def for_target(min_jaxlib: tuple[int, ...],
+def for_target(min_jaxlib: tuple[int, ...], max_jaxlib: tuple[int, ...],
                imports_versioned: bool) -> tuple[SeriesPatch, ...]:
-  """The series for a JAX whose minimum jaxlib is ``min_jaxlib``, which
-  imports DLPack 1.x capsules or not."""
+  """The series for a JAX supporting jaxlib ``min_jaxlib`` to ``max_jaxlib``
+  whose from_dlpack imports DLPack 1.x capsules or not."""
   return tuple(patch for patch in SERIES
-               if patch.is_for(min_jaxlib, imports_versioned))
+               if patch.is_for(min_jaxlib, max_jaxlib, imports_versioned))
 
 
 SERIES: tuple[SeriesPatch, ...] = (
@@ -1617,6 +1658,7 @@ SERIES: tuple[SeriesPatch, ...] = (
     _VERSIONED_EXPORT_BEFORE_JAXLIB_0_12,
     _PRODUCER_COPIED,
     _NON_ROW_MAJOR,
+    _NON_ROW_MAJOR_BEFORE_JAXLIB_0_11_2,
     _STUBS,
 )
 

@@ -1153,12 +1153,16 @@ def as_versioned_capsule(capsule: Any, flags: int) -> Any:
 
 CAPSULE_MODULE = "jax/_src/dlpack_capsule.py"
 
-_CAPSULE_IMPORT = Edit(DLPACK, """\
+# Both forms of the versioned-import patch add the module, and import it.
+_ADDS_CAPSULE_MODULE = (
+    Edit(CAPSULE_MODULE, "", _CAPSULE_MODULE),
+    Edit(DLPACK, """\
 from jax._src import core
 """, """\
 from jax._src import core
 from jax._src import dlpack_capsule
-""")
+"""),
+)
 
 # What the two forms of the versioned-import patch say alike.
 _VERSIONED_IMPORT_PROBLEM = """\
@@ -1282,8 +1286,7 @@ a 0.x one, without copying it.
     only_below_jaxlib=(0, 12),
     gated=False,
     edits=(
-        Edit(CAPSULE_MODULE, "", _CAPSULE_MODULE),
-        _CAPSULE_IMPORT,
+        *_ADDS_CAPSULE_MODULE,
         Edit(DLPACK, """\
 DLPACK_VERSION = (0, 8)
 """, """\
@@ -1321,8 +1324,7 @@ and hands jaxlib a 1.x capsule's tensor as a 0.x one, without copying it.
     only_below_jaxlib=(0, 12),
     gated=True,
     edits=(
-        Edit(CAPSULE_MODULE, "", _CAPSULE_MODULE),
-        _CAPSULE_IMPORT,
+        *_ADDS_CAPSULE_MODULE,
         Edit(DLPACK, """\
 DLPACK_VERSION = _jax.dlpack_version if jaxlib_extension_version >= 499 else (0, 8)
 """, """\

@@ -177,8 +177,8 @@ class DeleterTest(parameterized.TestCase):
         from jax_patch._src import conformance, dlpack_capsule
         source = conformance.aligned_array((16,))
         kept = [dlpack_capsule.take(
-            source.__dlpack__(max_version=max_version), versioned_ok=True,
-            null_deleter_ok=False)[0] for max_version in (None, (1, 0))]
+            source.__dlpack__(max_version=max_version), versioned_ok=True)[0]
+                for max_version in (None, (1, 0))]
         names = [dlpack_capsule.capsule_name(capsule) for capsule in kept]
         assert names == [b"dltensor", b"dltensor_versioned"], names
         print("taken")

@@ -520,8 +520,7 @@ def _gather(producer: producers.CraftedProducer,
   """Takes the producer's capsule as an import would, and gathers it."""
   capsule, info = dlpack_capsule.take(
       producer.__dlpack__(),
-      versioned_ok=dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES,
-      null_deleter_ok=False)
+      versioned_ok=dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES)
   return dlpack.gather_on_device(capsule, info, jax.devices("cpu")[0], None,
                                  1, info.dtype if canonical is None
                                  else canonical)

@@ -62,13 +62,16 @@ class CraftedProducer:
   ``shape``, ``strides`` (in elements), ``data`` (an address),
   ``byte_offset``, ``dtype`` (``(code, bits)`` or ``(code, bits, lanes)``),
   ``device_type``, ``deleter`` (the address of a C function to call instead
-  of counting the delete).
+  of counting the delete, or 0 for NULL). With ``poison_on_delete``, the
+  counting deleter also poisons what it frees (see :meth:`poison`).
   """
 
   def __init__(self, array: np.ndarray[Any, Any], *, major: int = 1,
-               flags: int = 0, versioned: bool = True, **overrides: Any):
+               flags: int = 0, versioned: bool = True,
+               poison_on_delete: bool = False, **overrides: Any):
     self.array = array
     self.deletes = 0
+    self.poison_on_delete = poison_on_delete
     self.versioned = versioned
     self.reported_device = (overrides.get("device_type", 1), 0)
     self._deleter = _Callback(self._on_delete)
@@ -105,10 +108,24 @@ class CraftedProducer:
   def _on_delete(self, address: int) -> None:
     del address
     self.deletes += 1
+    if self.poison_on_delete:
+      self.poison()
+
+  def poison(self) -> None:
+    """Overwrites the managed tensor, shape and strides as freed memory.
+
+    What a producer may do once nothing will read them any more: after its
+    deleter ran, or, with a NULL deleter, once the import has returned. A
+    consumer that then reads them finds garbage (0xA5 bytes: a deleter or
+    an array pointer that faults if followed). They stay allocated, so
+    that nothing else can reuse the memory and make a late read look valid.
+    """
+    for field in (self._managed, self._shape, self._strides):
+      ctypes.memset(ctypes.addressof(field), 0xA5, ctypes.sizeof(field))
 
   def _on_capsule_death(self, capsule: int) -> None:
     if _raw_capsule_is_valid(capsule, self._name):
-      self.deletes += 1
+      self._on_delete(capsule)
 
   def __dlpack_device__(self) -> tuple[int, int]:
     return self.reported_device

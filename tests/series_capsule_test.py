@@ -128,6 +128,25 @@ class _HostileProducer:
     self.deletions += 1
     self.elements[:] = -1.0
 
+  def free_structure(self) -> list[int]:
+    """Overwrites the managed tensor and shape as freed memory.
+
+    What a producer with a NULL deleter may do once the conversion returns:
+    it is never told when the consumer is done. The bytes become 0xA5,
+    whose shape would fault if followed, but for the deleter field, which
+    points at a function that records its calls, so that a late read fails
+    the test instead of crashing it.
+
+    Returns:
+      The calls' record.
+    """
+    for block in (self.managed, self.shape):
+      ctypes.memset(ctypes.addressof(block), 0xA5, ctypes.sizeof(block))
+    calls: list[int] = []
+    self.late_deleter = _DELETER(calls.append)
+    self.managed.deleter = ctypes.cast(self.late_deleter, ctypes.c_void_p).value
+    return calls
+
 
 class AsLegacyCapsuleTest(parameterized.TestCase):
   """A 1.x capsule handed over as 0.x: claimed once, released once."""
@@ -195,6 +214,21 @@ class AsLegacyCapsuleTest(parameterized.TestCase):
     np.testing.assert_array_equal(imported, np.arange(8.0))
     del legacy, imported
     gc.collect()  # Calling NULL would crash the process.
+
+  @parameterized.named_parameters(("imported", True),
+                                  ("never_imported", False))
+  def test_null_deleter_structure_is_not_read_after_conversion(
+      self, consume: bool) -> None:
+    producer = _HostileProducer(with_deleter=False)
+    legacy = dlpack_capsule.as_legacy_capsule(producer.capsule)
+    late_calls = producer.free_structure()
+    if consume:
+      imported = np.from_dlpack(_CapsuleOnce(legacy))
+      np.testing.assert_array_equal(imported, np.arange(8.0))
+      del imported
+    del legacy
+    gc.collect()
+    self.assertEqual(late_calls, [])
 
   def test_a_capsule_handed_out_twice_is_converted_once(self) -> None:
     producer = _HostileProducer()

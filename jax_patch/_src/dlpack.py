@@ -169,8 +169,8 @@ def array_api_from_dlpack(external_array: Any, /, *,
     capsule = external_array.__dlpack__(stream=stream)
   else:
     capsule = _request_capsule(external_array, stream, copy)
-  result = _import(capsule, source, dl_device[0], stream, copy,
-                   independent=copy is True,
+  result = _import(external_array, capsule, source, dl_device[0], stream,
+                   copy, independent=copy is True,
                    fresh=is_torch_tensor or kind is np.ndarray)
   return _place(result, target, source)
 
@@ -469,12 +469,15 @@ def _request_capsule(external_array: Any, stream: int | None,
   return external_array.__dlpack__(**attempts[-1])
 
 
-def _import(capsule: Any, source: Any, dl_device_type: int,
+def _import(producer: Any, capsule: Any, source: Any, dl_device_type: int,
             stream: int | None, copy: bool | None, independent: bool,
             fresh: bool = False) -> Any:
   """Imports ``capsule`` onto ``source``, its producer's device.
 
   Args:
+    producer: the object whose ``__dlpack__`` made ``capsule``; an import
+      whose tensor has a NULL deleter holds it (see
+      :func:`dlpack_capsule.take`).
     independent: the result must not share memory with the producer.
     fresh: the producer makes a new capsule per call (see
       :func:`dlpack_capsule.take`).
@@ -484,8 +487,7 @@ def _import(capsule: Any, source: Any, dl_device_type: int,
   capsule, info = dlpack_capsule.take(
       capsule,
       versioned_ok=dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES,
-      null_deleter_ok=not dlpack_compat.JAXLIB_ABORTS_ON_NULL_DELETERS,
-      fresh=fresh)
+      fresh=fresh, keep_alive=producer)
   if info.is_copied:
     if copy is False:
       raise _copy_required(
@@ -766,7 +768,7 @@ def _from_foreign_platform(external_array: Any, dl_device: tuple[int, int],
   capsule = _request_capsule(external_array, None, copy,
                              dl_device=dlpack_device.HOST_DL_DEVICE)
   host = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
-  result = _import(capsule, host, _KDL_CPU, None, copy,
+  result = _import(external_array, capsule, host, _KDL_CPU, None, copy,
                    independent=copy is True)
   return _place(result, target, host)
 

@@ -344,8 +344,8 @@ def _version_error(major: int, minor: int) -> BufferError:
       f"DLPack {major}.{minor}; that structure exists only from DLPack 1.0.")
 
 
-def take(capsule: Any, *, versioned_ok: bool, null_deleter_ok: bool,
-         fresh: bool = False) -> tuple[Any, TensorInfo]:
+def take(capsule: Any, *, versioned_ok: bool, fresh: bool = False,
+         keep_alive: Any = None) -> tuple[Any, TensorInfo]:
   """Takes over a producer's capsule for an import, reading it once.
 
   The capsule is claimed (renamed as used) before any field is read, and
@@ -358,14 +358,23 @@ def take(capsule: Any, *, versioned_ok: bool, null_deleter_ok: bool,
     capsule: what the producer's ``__dlpack__`` returned.
     versioned_ok: whether jaxlib reads 1.x capsules; where not, a 1.x
       capsule's tensor is handed over as a 0.x one.
-    null_deleter_ok: whether jaxlib copes with a NULL deleter, which DLPack
-      allows; where not, a tensor with one is handed over as a 0.x structure
-      of this module's, whose release calls nothing of the producer's.
     fresh: ``capsule`` is known to be new and held only by the caller, as
       NumPy's and torch's ``__dlpack__`` make them: no other thread can
       consume it, so it is not claimed, and it is itself what jaxlib gets,
       or what a 0.x structure holds, unconsumed. Its fields are checked all
       the same.
+    keep_alive: what the import holds instead of the producer's structure
+      where the deleter is NULL (the producer object, say): see below.
+
+  A NULL deleter, which DLPack allows, tells the producer nothing when the
+  consumer is done, so nothing keeps its structure alive past this call: it
+  may be freed as soon as ``from_dlpack`` returns. Such a tensor is handed
+  over as a 0.x structure of this module's that holds its own copy of the
+  shape and strides and ``keep_alive``; nothing of the producer's structure
+  is read after this returns, and its release calls nothing of the
+  producer's. (No jaxlib gets a NULL deleter either: every one up to 0.12
+  aborts on one.) Only the tensor's memory is still the producer's: the
+  import aliases it for as long as it lives, as it does any producer's.
 
   Returns:
     ``(own, info)``: a capsule jaxlib can consume, which owns the tensor
@@ -392,10 +401,15 @@ def take(capsule: Any, *, versioned_ok: bool, null_deleter_ok: bool,
       raise _version_error(*version)
     info = _tensor_info(_TENSOR_FIELDS.unpack(tensor), versioned, version,
                         flags)
-    if (versioned_ok or not versioned) and (deleter or null_deleter_ok):
+    if not deleter:
+      # `own`'s destructor reads the structure, which is alive now but may
+      # not be once this returns: it dies here.
+      return _self_contained_structure(tensor, info, keep_alive), info
+    if versioned_ok or not versioned:
       return own, info  # jaxlib reads the producer's own structure.
     # A 0.x structure of the same DLTensor, pointing into the producer's
-    # shape and strides, which live until `own` dies.
+    # shape and strides, which live until the producer's deleter runs: when
+    # `own` dies, after jaxlib releases the new structure.
     return _new_structure(_LEGACY_SIZE, _after(tensor), own,
                           versioned=False), info
   except BaseException:
@@ -693,6 +707,56 @@ def _byte_array(size: int) -> Any:
   return ctypes.c_char * size
 
 
+def _self_contained_layout(
+    fields: tuple[int, ...], shape: tuple[int, ...],
+    strides: tuple[int, ...] | None
+) -> tuple[int, Callable[[int, int, int], bytes]]:
+  """A 0.x structure that stores its own shape and strides.
+
+  Laid out as NumPy lays out its own: the shape, then the strides, after the
+  structure, in the same allocation, so that it points into nothing but the
+  tensor's memory.
+
+  Args:
+    fields: a ``DLTensor``'s fields, in declaration order; its shape and
+      strides pointers are replaced.
+    shape: the shape to store.
+    strides: the strides to store, in elements; ``None`` stores NULL strides
+      (row-major).
+
+  Returns:
+    ``(size, layout)``, for :func:`_new_structure`.
+  """
+  ndim = len(shape)
+  dims = shape if strides is None else shape + strides
+  packed_dims = struct.pack(f"={len(dims)}q", *dims)
+
+  def layout(structure: int, manager_ctx: int, deleter: int) -> bytes:
+    shape_address = structure + _LEGACY_SIZE if ndim else 0
+    strides_address = (
+        shape_address + 8 * ndim if ndim and strides is not None else 0)
+    return _TENSOR_FIELDS.pack(
+        *fields[:7], shape_address, strides_address, fields[9]
+    ) + _LEGACY_TAIL.pack(manager_ctx, deleter) + packed_dims
+
+  return _LEGACY_SIZE + len(packed_dims), layout
+
+
+def _self_contained_structure(tensor: bytes, info: TensorInfo,
+                              keep_alive: Any) -> Any:
+  """A 0.x capsule of ``tensor`` that needs nothing of its producer's.
+
+  Args:
+    tensor: a claimed ``DLTensor``'s bytes; ``info`` is what they say.
+    keep_alive: held until the new structure is released.
+  """
+  fields = _TENSOR_FIELDS.unpack(tensor)
+  has_strides = bool(fields[3] and fields[8])  # ndim, strides
+  size, layout = _self_contained_layout(
+      fields, info.shape, info.strides if has_strides else None)
+  return _new_structure(size, layout, keep_alive, versioned=False)
+
+
 def _after(tensor: bytes) -> Callable[[int, int, int], bytes]:
   """The layout of a 0.x structure of ``tensor``, a ``DLTensor``'s bytes.
 
@@ -832,22 +896,12 @@ def capsule_for_host_array(array: np.ndarray[Any, Any],
   code_bits = _DL_DTYPES.get(array.dtype)
   if code_bits is None:
     raise BufferError(f"dtype {array.dtype} has no DLPack equivalent.")
-  ndim = array.ndim
-  data = array.ctypes.data
-  dims = (*array.shape, *(s // array.itemsize for s in array.strides))
-
-  def layout(structure: int, manager_ctx: int, deleter: int) -> bytes:
-    # As NumPy lays its own out: the shape, then the strides, after the
-    # structure, in the same allocation.
-    shape_address = structure + _LEGACY_SIZE if ndim else 0
-    strides_address = shape_address + 8 * ndim if ndim else 0
-    return _TENSOR_FIELDS.pack(
-        data, KDL_CPU, device_id, ndim, code_bits[0], code_bits[1], 1,
-        shape_address, strides_address, 0) + _LEGACY_TAIL.pack(
-            manager_ctx, deleter) + struct.pack(f"={2 * ndim}q", *dims)
-
-  return _new_structure(_LEGACY_SIZE + 16 * ndim, layout, array,
-                        versioned=False)
+  fields = (array.ctypes.data, KDL_CPU, device_id, array.ndim, code_bits[0],
+            code_bits[1], 1, 0, 0, 0)
+  size, layout = _self_contained_layout(
+      fields, array.shape,
+      tuple(stride // array.itemsize for stride in array.strides))
+  return _new_structure(size, layout, array, versioned=False)
 
 
 def legacy_capsule_of_read_only(

@@ -75,13 +75,6 @@ _BINDING_TAKES_COPY = EXTENSION_VERSION >= JAXLIB_0_8_1
 # into an import) and IS_COPIED is not checked, so the caller reads them.
 JAXLIB_READS_VERSIONED_CAPSULES = EXTENSION_VERSION >= JAXLIB_0_12_0
 
-# Whether jaxlib, handed a capsule whose deleter is NULL (DLPack allows one:
-# the producer needs no clean-up), calls an empty std::function when it
-# copies the tensor or frees its import, and the process aborts. Measured on
-# every supported release, 0.4.35 to 0.12.0.1; a gate test probes it, to
-# learn when jaxlib stops.
-JAXLIB_ABORTS_ON_NULL_DELETERS = True
-
 # Whether jaxlib's export writes a DLPack 1.x capsule when asked with
 # ``max_version``: READ_ONLY set, its own DLPack version (1.3 on 0.12) whatever
 # 1.x minor was asked for, which the standard allows. Its copy is marked

@@ -238,6 +238,7 @@ def check_series(target: Target, patches: list[pathlib.Path],
   with tempfile.TemporaryDirectory() as scratch:
     repo = _scratch_repo(target, pathlib.Path(scratch))
     checker = _checker(repo)
+    jaxlib = _jaxlib_version(repo, python)
     for index, (patch_file, patch) in enumerate(
         zip(patches, patches_for(target)), start=1):
       step = StepResult(index, patch.subject)
@@ -245,8 +246,10 @@ def check_series(target: Target, patches: list[pathlib.Path],
       probe_before = (
           _type_check(repo, python, checker, [_write_probe(repo, patch)])
           if patch.typing_probe and checker else "")
+      # A probe of a fix for older jaxlib shows nothing with a newer one.
+      probes = bool(patch.runtime_probe) and patch.shows_on_jaxlib(jaxlib)
       runtime_before = (_runtime_probe(repo, python, patch.runtime_probe)
-                        if patch.runtime_probe else "")
+                        if probes else "")
       try:
         _git(repo, "am", "-q", str(patch_file.absolute()))
       except SeriesError as err:
@@ -264,7 +267,7 @@ def check_series(target: Target, patches: list[pathlib.Path],
         step.type_check = ("the typing probe passes before the patch too: "
                            "it shows nothing")
       step.failed_claims = _failed_cases(repo, python, claimed)
-      if patch.runtime_probe:
+      if probes:
         probed.append(patch)
       for earlier in probed:
         outcome = _runtime_probe(repo, python, earlier.runtime_probe)
@@ -308,6 +311,14 @@ def _imports(repo: pathlib.Path, python: str) -> bool:
               f"sys.exit(pathlib.Path(jax.__file__).parent != "
               f"pathlib.Path({str(repo / 'jax')!r}))")
   return done.returncode == 0
+
+
+def _jaxlib_version(repo: pathlib.Path, python: str) -> tuple[int, ...]:
+  """The version of the jaxlib ``python`` imports."""
+  done = _run(repo, python, "-c", "import jaxlib; print(jaxlib.__version__)")
+  if done.returncode:
+    raise SeriesError(f"{python} cannot import jaxlib: {done.stderr[-500:]}")
+  return _version_tuple(done.stdout)
 
 
 def _runtime_probe(repo: pathlib.Path, python: str, probe: str) -> str:

@@ -938,7 +938,9 @@ exports a read-only array only as one. This module hands jaxlib a 1.x
 capsule's tensor without copying it: a new managed tensor of the other
 version describes the same DLTensor, whose bytes it copies without reading
 them (jaxlib reads and checks them), and holds the original capsule until
-it is released.
+it is released. A tensor whose deleter is NULL is the exception: nothing
+keeps its producer's structure alive after the import, so the new one
+stores its own copy of the shape and strides.
 
 The new structures are released by NumPy's own DLPack deleter, found once in
 a capsule NumPy makes: in C, with the GIL taken, it frees the structure and
@@ -968,7 +970,8 @@ class _DLDataType(ctypes.Structure):
 
 
 class _DLTensor(ctypes.Structure):
-  # Copied whole and never read here: jaxlib reads and checks the fields.
+  # Copied whole: jaxlib reads and checks the fields. Only the shape and
+  # strides of a tensor with a NULL deleter are read here, to copy them.
   _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice),
               ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
               ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
@@ -1051,20 +1054,31 @@ def _numpy_release() -> _NumpyRelease:
 
 
 def _new_capsule(managed: _DLManagedTensor | _DLManagedTensorVersioned,
-                 owner: Any) -> Any:
+                 owner: Any, dims: tuple[int, ...] | None = None,
+                 has_strides: bool = False) -> Any:
   \"\"\"Copies ``managed`` to a new structure that holds ``owner``, in a capsule.
 
-  Releasing the structure drops the reference to ``owner``.
+  Releasing the structure drops the reference to ``owner``. Given ``dims``
+  (the shape, then the strides if ``has_strides``), the new structure stores
+  them after itself, as NumPy does, and points at them: it then needs
+  nothing of the structure ``managed`` was copied from.
   \"\"\"
   release = _numpy_release()
   versioned = isinstance(managed, _DLManagedTensorVersioned)
-  address = _pymem_malloc(ctypes.sizeof(managed))
+  size = ctypes.sizeof(managed)
+  address = _pymem_malloc(size + 8 * len(dims or ()))
   if not address:
     raise MemoryError("no memory for a DLPack structure")
   managed.manager_ctx = id(owner)
   managed.deleter = (release.versioned_deleter if versioned
                      else release.legacy_deleter)
-  ctypes.memmove(address, ctypes.addressof(managed), ctypes.sizeof(managed))
+  if dims is not None:
+    ndim = managed.dl_tensor.ndim
+    managed.dl_tensor.shape = address + size if ndim else None
+    managed.dl_tensor.strides = (
+        address + size + 8 * ndim if ndim and has_strides else None)
+    (ctypes.c_int64 * len(dims)).from_address(address + size)[:] = dims
+  ctypes.memmove(address, ctypes.addressof(managed), size)
   _py_incref(owner)
   try:
     return _capsule_new(
@@ -1097,6 +1111,24 @@ def _release(address: int) -> None:
     _call_deleter(deleter)(address)
 
 
+def _shape_and_strides(tensor: _DLTensor) -> tuple[tuple[int, ...], bool]:
+  \"\"\"Reads a tensor's shape, then its strides if it has them.
+
+  Returns:
+    ``(dims, has_strides)``.
+  \"\"\"
+  ndim = tensor.ndim
+  if not 0 <= ndim <= 64 or (ndim and not tensor.shape):
+    raise BufferError(
+        f"from_dlpack: the DLPack tensor's ndim is {ndim} with shape "
+        f"{tensor.shape or 'NULL'}; the producer's tensor is invalid.")
+  dims = ctypes.c_int64 * ndim
+  shape = tuple(dims.from_address(tensor.shape)) if ndim else ()
+  if not ndim or not tensor.strides:
+    return shape, False
+  return shape + tuple(dims.from_address(tensor.strides)), True
+
+
 def as_legacy_capsule(capsule: Any) -> Any:
   \"\"\"Returns a 0.x capsule of the tensor of a 1.x ``capsule``.
 
@@ -1123,6 +1155,13 @@ def as_legacy_capsule(capsule: Any) -> Any:
     raise BufferError(
         f"from_dlpack: the producer returned a DLPack {major}.{minor} "
         "capsule; JAX reads DLPack 1.x.")
+  if not versioned.deleter:
+    # DLPack allows a NULL deleter, but then nothing tells the producer when
+    # the import is done, and nothing keeps its structure alive once
+    # from_dlpack returns: the new one keeps its own shape and strides.
+    tensor = versioned.dl_tensor
+    return _new_capsule(_DLManagedTensor(dl_tensor=tensor), None,
+                        *_shape_and_strides(tensor))
   try:
     # Releases the tensor when it dies.
     owner = _capsule_new(address, _VERSIONED_NAME,
@@ -1187,6 +1226,42 @@ donated to a computation.
 Measured on {measured} (CPU): the read-only
 cases raise BufferError; a producer that raises without max_version
 cannot import.
+"""
+
+# A producer with a NULL deleter (DLPack allows one) is never told when an
+# import is done, so it may free its structure once from_dlpack returns.
+_NULL_DELETER_CHECK = """\
+def _reads_after_null_deleter_import(convert):
+  raw = np.zeros(32, np.float32)
+  x = raw[(-raw.ctypes.data % 64) // 4:][:16]  # Aligned: imported as is.
+  capsule = x.__dlpack__(max_version=(1, 0))
+  managed = ctypes.PYFUNCTYPE(
+      ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+          ("PyCapsule_GetPointer", ctypes.pythonapi))(
+              capsule, b"dltensor_versioned")
+  # DLManagedTensorVersioned.deleter, after the version and manager_ctx.
+  deleter = ctypes.c_void_p.from_address(managed + 16)
+  numpy_deleter, deleter.value = deleter.value, None
+  if convert:
+    capsule = dlpack_src.dlpack_capsule.as_legacy_capsule(capsule)
+
+  class NullDeleterProducer:
+    def __dlpack__(self, **kwargs):
+      del kwargs
+      return capsule
+
+    def __dlpack_device__(self):
+      return (1, 0)
+
+  y = jnp.from_dlpack(NullDeleterProducer())
+  reads = []
+  record = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(reads.append)
+  # The producer frees its structure: the deleter field is garbage now.
+  deleter.value = ctypes.cast(record, ctypes.c_void_p).value
+  y.delete()
+  # What NumPy, the real producer, frees when it is done.
+  ctypes.CFUNCTYPE(None, ctypes.c_void_p)(numpy_deleter)(managed)
+  return len(reads)
 """
 
 _VERSIONED_IMPORT_CLAIMS = (
@@ -1267,7 +1342,28 @@ _VERSIONED_IMPORT_TESTS = _tests("""\
     with self.assertRaisesRegex(BufferError, "DLPack 2.0"):
       dlpack_src.dlpack_capsule.as_legacy_capsule(capsule)
     self.assertIsNone(alive())  # Its deleter ran.
-""")
+
+  @jtu.run_on_devices("cpu")
+  def testNullDeleterImportReadsNothingOfTheProducerLater(self):
+    self.assertEqual(_reads_after_null_deleter_import(convert=True), 0)
+""") + (Edit(INTEROP_TEST, """\
+
+class DLPackTest(jtu.JaxTestCase):""", "\n" + _NULL_DELETER_CHECK + """\
+
+
+class DLPackTest(jtu.JaxTestCase):"""),)
+
+# jaxlib 0.12 reads 1.x capsules itself, without the module, and aborts on
+# a NULL deleter: the probe runs only with an older jaxlib.
+_NULL_DELETER_PROBE = """\
+import ctypes
+import jax.numpy as jnp
+import numpy as np
+
+""" + _NULL_DELETER_CHECK + """
+assert _reads_after_null_deleter_import(convert=False) == 0, (
+    "a NULL-deleter producer's structure was read after from_dlpack")
+"""
 
 
 _VERSIONED_IMPORT = SeriesPatch(
@@ -1305,7 +1401,8 @@ DLPACK_VERSION = (1, 0)
 
 """),
     ),
-    test_edits=_VERSIONED_IMPORT_TESTS)
+    test_edits=_VERSIONED_IMPORT_TESTS,
+    runtime_probe=_NULL_DELETER_PROBE)
 
 _VERSIONED_IMPORT_BEFORE_JAXLIB_0_12 = SeriesPatch(
     slug="versioned-import-before-jaxlib-0.12",
@@ -1341,7 +1438,8 @@ DLPACK_VERSION = _jax.dlpack_version if jaxlib_extension_version >= 499 else (1,
     dlpack = dlpack_capsule.as_legacy_capsule(dlpack)
 """),
     ),
-    test_edits=_VERSIONED_IMPORT_TESTS)
+    test_edits=_VERSIONED_IMPORT_TESTS,
+    runtime_probe=_NULL_DELETER_PROBE)
 
 
 _VERSIONED_EXPORT_BODY = """\

@@ -18,10 +18,13 @@ import contextlib
 import io
 import json
 import os
+import subprocess
+import sys
 from typing import Any
 from unittest import mock
 
 from absl.testing import absltest
+from absl.testing import parameterized
 
 from jax_patch._src import cli
 from jax_patch._src import conformance
@@ -41,6 +44,16 @@ _FAILING_CASE = conformance.Case(
     "a case with a behaviour long enough that no column of any table could "
     "hold it without cutting it, which the check must still print whole",
     _fails_at_length)
+
+
+def _reports_x64(from_dlpack: Any) -> str:
+  del from_dlpack
+  return f"ran with {conformance.x64_mode()}"
+
+
+# A case that says which x64 mode it ran in.
+_MODE_CASE = conformance.Case("reports_x64", "reports the x64 mode",
+                              _reports_x64)
 
 
 def _run_check(*argv: str, cases: list[conformance.Case]) -> tuple[int, str]:
@@ -95,6 +108,74 @@ class CheckOutputTest(absltest.TestCase):
     self.assertEqual(report["summary"]["patched"],
                      {"passed": 3, "failed": 1, "skipped": 0})
     self.assertEqual(set(report["summary"]), {"upstream", "patched"})
+
+
+class X64ModeTest(parameterized.TestCase):
+  """``check`` runs in, and says, one x64 mode, or both in turn."""
+
+  def test_header_and_json_name_the_mode_the_environment_gives(self) -> None:
+    mode = conformance.x64_mode()
+    _, output = _run_check(cases=[_MODE_CASE])
+    self.assertRegex(output.splitlines()[0],
+                     rf"^jax \S+, \d+ CPU devices, {mode}; 1 cases$")
+    _, output = _run_check("--json", cases=[_MODE_CASE])
+    report = json.loads(output)
+    self.assertEqual(report["x64"], mode.split()[-1])
+    self.assertEqual(report["cases"][0]["patched"]["detail"],
+                     f"ran with {mode}")
+
+  @parameterized.parameters("on", "off")
+  def test_flag_sets_the_mode_for_the_run_then_restores_it(
+      self, mode: str) -> None:
+    before = conformance.x64_enabled()
+    code, output = _run_check("--json", "--x64", mode, cases=[_MODE_CASE])
+    report = json.loads(output)
+    self.assertEqual(code, 0)
+    self.assertEqual(report["x64"], mode)
+    self.assertEqual(report["cases"][0]["upstream"]["detail"],
+                     f"ran with x64 {mode}")
+    self.assertEqual(conformance.x64_enabled(), before)
+
+  def test_both_runs_each_mode_in_its_own_process(self) -> None:
+    # The real cases, in two child processes: JAX reads the flag at start.
+    run = subprocess.run(
+        [sys.executable, "-m", "jax_patch", "check", "--x64", "both",
+         "--json"], capture_output=True, text=True, timeout=600,
+        check=False)
+    self.assertEqual(run.returncode, 0, run.stdout[-3000:] + run.stderr)
+    report = json.loads(run.stdout)
+    self.assertEqual(report["x64"], "both")
+    self.assertEqual(sorted(report["runs"]), ["off", "on"])
+    for mode, result in report["runs"].items():
+      self.assertEqual(result["x64"], mode)
+      self.assertEqual(result["summary"]["patched"]["failed"], 0)
+      outcomes = {case["name"]: case["patched"]["outcome"]
+                  for case in result["cases"]}
+      shares, raises = (("passed", "skipped") if mode == "on"
+                        else ("skipped", "passed"))
+      self.assertEqual(outcomes["copy_false_int64_shares_with_x64_on"],
+                       shares)
+      self.assertEqual(outcomes["copy_false_int64_raises"], raises)
+
+  def test_both_fails_when_one_mode_fails_and_sets_each_childs_flag(
+      self) -> None:
+    calls = []
+
+    def child(command: list[str], env: dict[str, str],
+              **kwargs: Any) -> subprocess.CompletedProcess[str]:
+      del kwargs
+      calls.append((command[command.index("--x64") + 1],
+                    env["JAX_ENABLE_X64"]))
+      return subprocess.CompletedProcess(command, 1 if len(calls) == 2 else 0)
+
+    output = io.StringIO()
+    with mock.patch.object(subprocess, "run", child), \
+        contextlib.redirect_stdout(output):
+      code = cli.main(["check", "--x64", "both"])
+    self.assertEqual(code, 1)
+    self.assertEqual(calls, [("off", "0"), ("on", "1")])
+    self.assertIn("x64 off: passed", output.getvalue())
+    self.assertIn("x64 on: FAILED", output.getvalue())
 
 
 if __name__ == "__main__":

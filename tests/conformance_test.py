@@ -12,7 +12,12 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Runs every conformance case against every patched entry point."""
+"""Runs every conformance case against every patched entry point.
+
+In the x64 mode the run gives (``JAX_ENABLE_X64``): the cases that hold in
+one mode only skip in the other, saying why, and ``X64ModeTest`` checks that
+exactly those do.
+"""
 
 import os
 
@@ -89,9 +94,22 @@ _UPSTREAM_BUGS = frozenset({
 })
 
 
-def upstream_bugs(extension_version: int) -> frozenset[str]:
-  """The cases upstream JAX fails, for a jaxlib extension version."""
+# The cases that hold in one x64 mode only, by the mode they hold in.
+_X64_OFF_ONLY = frozenset({"copy_false_float64_raises",
+                           "copy_false_int64_raises"})
+_X64_ON_ONLY = frozenset({"copy_false_float64_shares_with_x64_on",
+                          "copy_false_int64_shares_with_x64_on"})
+
+
+def upstream_bugs(extension_version: int, x64: bool) -> frozenset[str]:
+  """The cases upstream JAX fails, for a jaxlib extension version and x64
+  mode."""
   bugs = set(_UPSTREAM_BUGS)
+  if x64:
+    # Upstream narrows 64-bit input under copy=False only with x64 off; with
+    # it on, it shares that input as the standard says (and those cases
+    # skip).
+    bugs -= _X64_OFF_ONLY
   if extension_version < dlpack_compat.JAXLIB_0_5_3:
     bugs.add("jax_producer_float8_round_trips")  # No DLPack float8 in jaxlib.
   if dlpack_compat.non_row_major_problem(extension_version) is not None:
@@ -132,8 +150,39 @@ class UpstreamBaselineTest(absltest.TestCase):
            if passed is not None and name not in conformance.GPU_CASES}
     self.assertNotEmpty(ran)
     failing = {name for name in ran if outcomes[name] is False}
-    self.assertEqual(failing,
-                     upstream_bugs(dlpack_compat.EXTENSION_VERSION) & ran)
+    self.assertEqual(
+        failing, upstream_bugs(dlpack_compat.EXTENSION_VERSION,
+                               conformance.x64_enabled()) & ran)
+
+
+class X64ModeTest(parameterized.TestCase):
+  """A case for one x64 mode runs in it, and skips in the other saying so."""
+
+  @parameterized.named_parameters(
+      (name, name) for name in sorted(_X64_OFF_ONLY | _X64_ON_ONLY))
+  def test_mode_specific_case_runs_in_its_mode_only(self, name: str) -> None:
+    case, = (case for case in conformance.CASES if case.name == name)
+    holds_with_x64 = name in _X64_ON_ONLY
+    self.assertIn(f"x64 {'on' if holds_with_x64 else 'off'}", case.behaviour)
+    with jax_patch.patched():
+      detail, passed = conformance.run_case(case, jax_patch.from_dlpack)
+    if conformance.x64_enabled() == holds_with_x64:
+      self.assertIs(passed, True, detail)
+    else:
+      self.assertIsNone(passed, detail)
+      self.assertIn(f"holds with x64 {'on' if holds_with_x64 else 'off'} "
+                    f"only (this run: {conformance.x64_mode()})", detail)
+
+  def test_every_other_case_runs_in_both_modes(self) -> None:
+    # No case but those above may skip for the mode.
+    with jax_patch.patched():
+      skipped_for_the_mode = {
+          case.name for case in conformance.CASES
+          if "holds with x64" in conformance.run_case(
+              case, jax_patch.from_dlpack)[0]}
+    expected = _X64_ON_ONLY if not conformance.x64_enabled() else (
+        _X64_OFF_ONLY)
+    self.assertEqual(skipped_for_the_mode, expected)
 
 
 if __name__ == "__main__":

@@ -98,8 +98,10 @@ class InstallTest(parameterized.TestCase):
 
   def test_installed_jnp_from_dlpack_has_patched_behaviour(self) -> None:
     jax_patch.install()
+    # Strided input needs a copy in both x64 modes; upstream raises
+    # UNIMPLEMENTED for it.
     with self.assertRaises(jax_patch.CopyRequiredError):
-      jnp.from_dlpack(conformance.aligned_array((4,), np.int64), copy=False)
+      jnp.from_dlpack(conformance.aligned_array((8,))[::2], copy=False)
 
   def test_installed_array_dlpack_uses_patched_export(self) -> None:
     jax_patch.install()

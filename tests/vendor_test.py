@@ -29,6 +29,7 @@ from absl.testing import absltest
 import jax
 
 from jax_patch._src import cli
+from jax_patch._src import conformance
 from jax_patch._src import dlpack_compat
 from jax_patch._src import vendor
 
@@ -98,12 +99,17 @@ class VendorTest(absltest.TestCase):
         [str(root)] + [p for p in sys.path if p]))
     env.pop("XLA_FLAGS", None)
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
          str(root / "tests" / "dlpack_conformance_test.py")],
         cwd=root, env=env, capture_output=True, text=True, timeout=600,
         check=False)
     self.assertEqual(run.returncode, 0, run.stdout[-3000:] + run.stderr)
     self.assertRegex(run.stdout, r"\d+ passed")
+    # In this run's x64 mode (the environment's): the other mode's cases
+    # skip, saying so.
+    other = "off" if conformance.x64_enabled() else "on"
+    self.assertIn(f"holds with x64 {other} only (this run: "
+                  f"{conformance.x64_mode()})", run.stdout)
 
   def test_dry_run_imports_the_vendored_copy(self) -> None:
     root = self._jax_tree("installed")
@@ -114,8 +120,10 @@ class VendorTest(absltest.TestCase):
         [sys.executable, "-m", "jax_patch._src.vendor_dry_run", str(root)],
         env=env, capture_output=True, text=True, timeout=600, check=False)
     self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
-    self.assertIn(f"at {root.resolve() / 'jax'}", run.stdout)
-    self.assertRegex(run.stdout, r"vendored: \d+ passed, 0 failed")
+    self.assertIn(f"at {root.resolve() / 'jax'}, {conformance.x64_mode()}",
+                  run.stdout)
+    self.assertRegex(run.stdout, r"vendored: \d+ passed, 0 failed, \d+ "
+                     r"skipped")
 
   def test_diff_applies_to_a_pristine_tree_and_matches_vendor(self) -> None:
     patched = self._jax_tree("by_git_apply")

@@ -113,25 +113,54 @@ def _print_table(records: list[dict[str, Any]], width: int) -> None:
   print()
 
 
-def check(as_json: bool = False) -> int:
+X64_MODES = ("on", "off")
+
+
+def check(as_json: bool = False, x64: str | None = None) -> int:
   """Runs every conformance case against upstream JAX and the patch.
 
-  Prints a table, the full text of every failure and skip, and a summary
-  line per column; or, with ``as_json``, all of that as one JSON object.
-  The header says so when the running JAX is newer than the tested range.
+  Prints a header naming the JAX, its CPU devices and its x64 mode, a
+  table, the full text of every failure and skip, and a summary line per
+  column; or, with ``as_json``, all of that as one JSON object. The header
+  says so when the running JAX is newer than the tested range.
+
+  Args:
+    as_json: print JSON instead.
+    x64: ``"on"`` or ``"off"`` sets ``jax_enable_x64`` for the run (and
+      puts back what it was after); ``"both"`` runs each mode in a child
+      process of its own (``check_both``); ``None`` keeps the mode the
+      environment gives (``JAX_ENABLE_X64``, or JAX's config).
 
   Returns:
     0 when every case passes (or is skipped) for the patch, 1 otherwise.
   """
+  if x64 == "both":
+    return check_both(as_json)
   _ensure_cpu_devices(4)
   import jax  # pylint: disable=g-import-not-at-top
+
+  if x64 is None:
+    return _check_in_this_mode(as_json)
+  if x64 not in X64_MODES:
+    raise ValueError(f"x64 must be 'on', 'off', 'both' or None, not {x64!r}")
+  previous = bool(jax.config.read("jax_enable_x64"))
+  jax.config.update("jax_enable_x64", x64 == "on")
+  try:
+    return _check_in_this_mode(as_json)
+  finally:
+    jax.config.update("jax_enable_x64", previous)
+
+
+def _check_in_this_mode(as_json: bool) -> int:
+  import jax  # pylint: disable=g-import-not-at-top
+  from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
   from jax_patch._src import install  # pylint: disable=g-import-not-at-top
 
   untested = install.untested_jax_message()
   devices = len(jax.devices("cpu"))
+  mode = conformance.x64_mode()
   if not as_json:
-    from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
-    print(f"jax {jax.__version__}, {devices} CPU devices; "
+    print(f"jax {jax.__version__}, {devices} CPU devices, {mode}; "
           f"{len(conformance.CASES)} cases")
     if untested is not None:
       print(f"UNTESTED: {untested}")
@@ -140,7 +169,8 @@ def check(as_json: bool = False) -> int:
              for column in ("upstream", "patched")}
   if as_json:
     json.dump({"jax": jax.__version__, "cpu_devices": devices,
-               "untested": untested, "cases": records, "summary": summary},
+               "x64": mode.split()[-1], "untested": untested,
+               "cases": records, "summary": summary},
               sys.stdout, indent=2)
     print()
   else:
@@ -148,6 +178,45 @@ def check(as_json: bool = False) -> int:
     for column in ("upstream", "patched"):
       print(_summary_line(column, summary[column]))
   return 1 if summary["patched"]["failed"] else 0
+
+
+def check_both(as_json: bool = False) -> int:
+  """Runs ``check`` with x64 off, then on, each in a child process.
+
+  Each child starts with ``JAX_ENABLE_X64`` set, so JAX is in that mode
+  from its first use. Text output is each child's in turn, then one line
+  per mode; JSON is one object, ``{"x64": "both", "runs": {"off": ...,
+  "on": ...}}``, each run as ``check --json`` prints it.
+
+  Returns:
+    0 when the patch passes every case in both modes, 1 otherwise.
+  """
+  outcomes = {}
+  runs = {}
+  for mode in ("off", "on"):
+    env = dict(os.environ, JAX_ENABLE_X64="1" if mode == "on" else "0")
+    command = [sys.executable, "-m", "jax_patch", "check", "--x64", mode]
+    if as_json:
+      done = subprocess.run(command + ["--json"], env=env, text=True,
+                            stdout=subprocess.PIPE, check=False)
+      try:
+        runs[mode] = json.loads(done.stdout)
+      except json.JSONDecodeError:
+        runs[mode] = {"error": f"exit status {done.returncode}, no JSON",
+                      "output": done.stdout[-3000:]}
+    else:
+      sys.stdout.flush()  # The child writes to the same stream.
+      done = subprocess.run(command, env=env, check=False)
+      print()
+    outcomes[mode] = done.returncode
+  if as_json:
+    json.dump({"x64": "both", "runs": runs}, sys.stdout, indent=2)
+    print()
+  else:
+    for mode, code in outcomes.items():
+      print(f"x64 {mode}: {'passed' if code == 0 else 'FAILED'} "
+            f"(exit status {code})")
+  return 1 if any(outcomes.values()) else 0
 
 
 def _installed_jax_root() -> pathlib.Path:
@@ -262,6 +331,11 @@ def main(argv: Sequence[str] | None = None) -> int:
   check_parser.add_argument(
       "--json", action="store_true",
       help="print the results as one JSON object, for CI")
+  check_parser.add_argument(
+      "--x64", choices=(*X64_MODES, "both"),
+      help="run with jax_enable_x64 on or off, or both (each in a process "
+      "of its own); default: the mode the environment gives "
+      "(JAX_ENABLE_X64)")
   vendor_parser = commands.add_parser(
       "vendor", help="write the patch set into a JAX tree; with no --into, "
       "into a scratch copy of the installed JAX, then run the cases there")
@@ -303,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   if args.command == "series":
     return _series_command(args)
   if args.command == "check":
-    return check(as_json=args.json)
+    return check(as_json=args.json, x64=args.x64)
   if args.command == "vendor":
     return _vendor_command(args)
   return _diff_command(args)

@@ -24,6 +24,12 @@ against every patched entry point.
 
 Aliasing is always proved by writing to the source after the import, never
 by comparing values.
+
+The cases run with ``jax_enable_x64`` off or on, and each states what the
+standard requires in the mode it runs in. The mode changes one thing here:
+with x64 off JAX narrows 64-bit input to 32 bits, which is a copy; with x64
+on it keeps it. A case that means something in one mode only skips in the
+other, saying so (``require_x64``).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import numpy as np
 
 import jax
 from jax import lax
+from jax._src import config
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
@@ -132,6 +139,28 @@ def _require_devices(count: int) -> list[Any]:
         f"needs {count} CPU devices (XLA_FLAGS="
         f"--xla_force_host_platform_device_count={count})")
   return devices
+
+
+def x64_enabled() -> bool:
+  """Whether JAX keeps 64-bit types (``jax_enable_x64``), here and now."""
+  return bool(config.enable_x64.value)
+
+
+def x64_mode() -> str:
+  """The mode, as the cases and ``jax-patch check`` name it."""
+  return f"x64 {'on' if x64_enabled() else 'off'}"
+
+
+def require_x64(enabled: bool, why: str) -> None:
+  """Skips, saying ``why``, unless ``jax_enable_x64`` is ``enabled``.
+
+  Raises:
+    unittest.SkipTest: JAX runs in the other mode.
+  """
+  if x64_enabled() != enabled:
+    raise unittest.SkipTest(
+        f"holds with x64 {'on' if enabled else 'off'} only (this run: "
+        f"{x64_mode()}): {why}")
 
 
 def _require(module: str) -> Any:
@@ -333,14 +362,45 @@ def _copy_false_refuses(from_dlpack: FromDLPack,
                         ValueError, mentions="copy=False")
 
 
-@_case("copy=False on int64 input (x64 off) raises instead of copying")
+@_case("copy=False on int64 input, x64 off (narrowed to int32: a copy), "
+       "raises instead of copying")
 def copy_false_int64_raises(from_dlpack: FromDLPack) -> str:
+  require_x64(False, "with x64 on int64 is kept, so nothing needs a copy "
+              "(copy_false_int64_shares_with_x64_on)")
   return _copy_false_refuses(from_dlpack, aligned_array((8,), np.int64))
 
 
-@_case("copy=False on float64 input (x64 off) raises instead of copying")
+@_case("copy=False on float64 input, x64 off (narrowed to float32: a copy), "
+       "raises instead of copying")
 def copy_false_float64_raises(from_dlpack: FromDLPack) -> str:
+  require_x64(False, "with x64 on float64 is kept, so nothing needs a copy "
+              "(copy_false_float64_shares_with_x64_on)")
   return _copy_false_refuses(from_dlpack, aligned_array((8,), np.float64))
+
+
+def _copy_false_keeps_and_shares(from_dlpack: FromDLPack,
+                                 dtype: Any) -> str:
+  source = aligned_array((8,), dtype)
+  result = from_dlpack(source, copy=False)
+  assert result.dtype == source.dtype, f"came back as {result.dtype}"
+  assert _shares(result, source), "the result did not see the source change"
+  return f"shares, {result.dtype}"
+
+
+@_case("copy=False on int64 input, x64 on (kept as int64), shares memory "
+       "with the source")
+def copy_false_int64_shares_with_x64_on(from_dlpack: FromDLPack) -> str:
+  require_x64(True, "with x64 off int64 becomes int32, a copy, which "
+              "copy=False refuses (copy_false_int64_raises)")
+  return _copy_false_keeps_and_shares(from_dlpack, np.int64)
+
+
+@_case("copy=False on float64 input, x64 on (kept as float64), shares "
+       "memory with the source")
+def copy_false_float64_shares_with_x64_on(from_dlpack: FromDLPack) -> str:
+  require_x64(True, "with x64 off float64 becomes float32, a copy, which "
+              "copy=False refuses (copy_false_float64_raises)")
+  return _copy_false_keeps_and_shares(from_dlpack, np.float64)
 
 
 @_case("copy=False on unaligned input raises BufferError and ValueError")

@@ -16,6 +16,11 @@
 
 Added by `jax-patch vendor`: it runs the cases against jax.numpy.from_dlpack,
 jax.dlpack.from_dlpack and jax.Array.__dlpack__ as this tree defines them.
+Run it with jax_enable_x64 off and on (JAX_ENABLE_X64=1), as JAX's CI runs
+its tests: each case checks what the standard requires in the mode it runs
+in (with x64 on, copy=False shares 64-bit input; with it off, that input is
+narrowed, a copy, and copy=False raises), and a case that holds in one mode
+only skips in the other, saying so.
 """
 
 import os

@@ -18,6 +18,8 @@ The loops are short by default; set JAX_PATCH_SOAK to a multiplier (say 20)
 for a longer soak.
 """
 
+import ctypes
+import ctypes.util
 import gc
 import os
 import textwrap
@@ -174,8 +176,10 @@ class HostileProducerTest(parameterized.TestCase):
 
 
 def _loop(make: Any, count: int) -> None:
-  for _ in range(count):
+  for done in range(count):
     make()
+    if done % 10_000 == 9_999:
+      memory.collect_jax_garbage()  # See memory.settled_resident_bytes.
 
 
 def _growth_over_second_half(make: Any, count: int) -> tuple[int, int, int]:
@@ -186,20 +190,26 @@ def _growth_over_second_half(make: Any, count: int) -> tuple[int, int, int]:
 
   Returns:
     (Python objects, bytes on Python's heap over 5,000 traced calls,
-    resident bytes) added during the second half. DLPack structures and
+    resident bytes once settled: ``memory.settled_resident_bytes``) added
+    during the second half. DLPack structures and
     capsules are on Python's heap: one left behind per call would add
     400 KB or more.
   """
   _loop(make, count // 2)
-  gc.collect()
-  before = (len(gc.get_objects()), memory.resident_bytes())
+  before = (memory.settled_resident_bytes(), len(gc.get_objects()))
   _loop(make, count // 2)
   with memory.python_heap() as growth:
     _loop(make, 5_000)
     heap = growth()
-  gc.collect()
-  after = (len(gc.get_objects()), memory.resident_bytes())
-  return after[0] - before[0], heap, after[1] - before[1]
+  after = (memory.settled_resident_bytes(), len(gc.get_objects()))
+  return after[1] - before[1], heap, after[0] - before[0]
+
+
+def _assert_flat(test: absltest.TestCase, make: Any, count: int) -> None:
+  objects, heap, resident = _growth_over_second_half(make, count)
+  test.assertLess(heap, 64 << 10)
+  test.assertLess(objects, 200)
+  test.assertLess(resident, 16 << 20)
 
 
 class LeakTest(parameterized.TestCase):
@@ -214,21 +224,50 @@ class LeakTest(parameterized.TestCase):
           dlpack.to_dlpack(jnp.ones(64), max_version=(1, 0)))),
   )
   def test_many_calls_keep_memory_and_objects_flat(self, make: Any) -> None:
-    objects, heap, resident = _growth_over_second_half(
-        make, int(100_000 * _SOAK))
-    self.assertLess(heap, 64 << 10)
-    self.assertLess(objects, 200)
-    self.assertLess(resident, 16 << 20)
+    _assert_flat(self, make, int(100_000 * _SOAK))
 
   @producers.requires_torch
   def test_torch_imports_keep_memory_flat(self) -> None:
     import torch  # pylint: disable=g-import-not-at-top
     source = torch.arange(64, dtype=torch.float32)
-    objects, heap, resident = _growth_over_second_half(
-        lambda: dlpack.from_dlpack(source), int(100_000 * _SOAK))
-    self.assertLess(heap, 64 << 10)
-    self.assertLess(objects, 200)
-    self.assertLess(resident, 16 << 20)
+    _assert_flat(self, lambda: dlpack.from_dlpack(source),
+                 int(100_000 * _SOAK))
+
+
+class _Leaker:
+  """An importer that leaks what one kind of leak would leave, per call."""
+
+  def __init__(self) -> None:
+    self.kept: list[Any] = []
+    self.libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    self.libc.malloc.restype = ctypes.c_void_p
+    self.pymem_malloc = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)(
+        ("PyMem_Malloc", ctypes.pythonapi))
+
+  def objects(self) -> None:
+    self.kept.append(dlpack.from_dlpack(conformance.aligned_array((4,))))
+
+  def python_heap(self) -> None:
+    # A DLPack structure nothing releases: a PyMem block, as the patch's are.
+    dlpack.from_dlpack(conformance.aligned_array((4,)))
+    self.pymem_malloc(80)
+
+  def native(self) -> None:
+    # A buffer jaxlib would hold: malloc'd, touched, never freed.
+    dlpack.from_dlpack(conformance.aligned_array((4,)))
+    ctypes.memset(self.libc.malloc(4096), 1, 4096)
+
+
+class LeakCheckTest(parameterized.TestCase):
+  """The leak check fails an importer that leaks: it can fail."""
+
+  @parameterized.named_parameters(
+      ("python_objects", "objects"), ("python_heap", "python_heap"),
+      ("native_memory", "native"))
+  def test_a_leaking_importer_fails_the_check(self, kind: str) -> None:
+    leak = getattr(_Leaker(), kind)
+    with self.assertRaises(AssertionError):
+      _assert_flat(self, leak, 20_000)
 
 
 class ThreadTest(absltest.TestCase):

@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import gc
+import importlib
 import resource
 import tracemalloc
 
@@ -37,10 +38,10 @@ def _jaxlib_collect_garbage() -> Callable[[], None]:
   collector runs, and a loop of imports allocates nothing that triggers
   it: without this, tens of MB pile up that are jaxlib's, not the patch's.
   """
-  try:
-    from jax._src.lib import _jax as extension  # pylint: disable=g-import-not-at-top
-  except ImportError:  # jaxlib before 0.6.1
-    from jax._src.lib import xla_extension as extension  # pylint: disable=g-import-not-at-top
+  lib = importlib.import_module("jax._src.lib")
+  # `_jax` from jaxlib 0.6.1, `xla_extension` before.
+  extension = getattr(lib, "_jax", None) or getattr(lib, "xla_extension",
+                                                    None)
   collect: Callable[[], None] | None = getattr(extension, "collect_garbage",
                                                None)
   return collect if collect is not None else (lambda: None)

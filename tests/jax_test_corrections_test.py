@@ -16,7 +16,9 @@
 
 JAX's test file is not part of this project. The tests that read it run
 where ``JAX_GIT_DIR`` names a JAX git repository (a clone or a mirror);
-``tools/jax_own_tests.py --vendored`` runs the corrected file itself.
+``tools/jax_own_tests.py --vendored`` runs the corrected file itself. The
+corrected ``copy=False`` lines are the project's own, and run here in the
+x64 mode the run gives.
 """
 
 import os
@@ -24,11 +26,18 @@ import pathlib
 import shutil
 import subprocess
 import tempfile
+import textwrap
+import types
+from typing import Any, Callable
 
 from absl.testing import absltest
 from absl.testing import parameterized
 import jax
+import jax.numpy as jnp
+import numpy as np
 
+import jax_patch
+from jax_patch._src import conformance
 from jax_patch._src import jax_test_corrections
 from jax_patch._src import source_patch
 from jax_patch._src import vendor
@@ -94,6 +103,72 @@ class VendorCorrectsJaxTestsTest(absltest.TestCase):
     changes = vendor.vendor(self.root).changes
     self.assertNotIn(_TEST_FILE, [c.path for c in changes])
     self.assertEqual(path.read_text(), _WITHOUT_DECLARATIONS)
+
+
+_COPY_FALSE_FORMS = (
+    ("before_the_aligned_parameter",
+     jax_test_corrections._COPY_FALSE_WITHOUT_ALIGNED),
+    ("with_the_aligned_parameter",
+     jax_test_corrections._COPY_FALSE_WITH_ALIGNED),
+)
+
+
+def _refusal_expected(form: tuple[str, str], x_np: np.ndarray[Any, Any],
+                      from_dlpack: Callable[..., Any]) -> bool:
+  """Runs a correction's lines as testNumpyToJax runs them, copy=False.
+
+  Returns:
+    Whether they then expect ``from_dlpack`` to refuse (the branch that
+    asserts "requires a copy").
+
+  Raises:
+    AssertionError: the lines' own check failed (a copy where they prove
+      sharing).
+  """
+  _, lines = form
+  # The corrected lines end in the `if` whose branch expects the refusal.
+  body = textwrap.dedent(lines + "      refusal = True\n"
+                         "    else:\n      refusal = False\n")
+  scope: dict[str, Any] = dict(
+      jax=jax, np=np, x_np=x_np, dtype=x_np.dtype.type, copy=False,
+      aligned=not x_np.ctypes.data % 64,
+      _from_dlpack=lambda: from_dlpack(x_np, copy=False),
+      self=types.SimpleNamespace(
+          assertArraysEqual=np.testing.assert_array_equal))
+  exec(body, scope)  # pylint: disable=exec-used
+  refusal: bool = scope["refusal"]
+  return refusal
+
+
+def _copying_from_dlpack(x: Any, copy: Any = None) -> Any:
+  del copy
+  return jnp.array(np.array(x))
+
+
+class CorrectedCopyFalseTest(parameterized.TestCase):
+  """The corrected testNumpyToJax states the standard in either x64 mode."""
+
+  @parameterized.named_parameters(
+      (f"{name}_{dtype.__name__}", form, dtype)
+      for name, form in _COPY_FALSE_FORMS
+      for dtype in (np.int64, np.float64))
+  def test_64_bit_input_is_refused_with_x64_off_and_shared_with_it_on(
+      self, form: tuple[str, str], dtype: Any) -> None:
+    x_np = conformance.aligned_array((4,), dtype)
+    with jax_patch.patched():
+      refusal = _refusal_expected(form, x_np, jnp.from_dlpack)
+    x64 = conformance.x64_enabled()
+    self.assertEqual(refusal, not x64)
+    # With x64 on the lines proved sharing by writing to x_np (each element
+    # changes); with it off there is no import to prove anything of.
+    self.assertEqual(x_np.tolist(), [1, 0, 0, 0] if x64 else [0, 1, 2, 3])
+
+  @parameterized.named_parameters(*_COPY_FALSE_FORMS)
+  def test_a_copy_under_copy_false_fails_the_mutation_check(
+      self, form: tuple[str, str]) -> None:
+    x_np = conformance.aligned_array((4,), np.float32)  # Either mode.
+    with self.assertRaises(AssertionError):
+      _refusal_expected(form, x_np, _copying_from_dlpack)
 
 
 def _jax_test_at(ref: str) -> str:

@@ -44,27 +44,44 @@ class Correction:
   edits: dict[str, tuple[tuple[str, str], ...]]
 
 
-_NARROWED = "jax.dtypes.canonicalize_dtype(dtype) != x_np.dtype"
+# What the standard requires of copy=False, in the x64 mode the test runs in.
+_COPY_FALSE_RULE = (
+    "    # jax-patch: copy=False never copies (Array API standard). Input JAX\n"
+    "    # cannot alias raises: unaligned, or 64-bit with x64 off (narrowed to\n"
+    "    # 32 bits, a copy). What it returns shares the source, 64-bit input\n"
+    "    # with x64 on too: writing to the source shows through.\n"
+    "    narrowed = jax.dtypes.canonicalize_dtype(dtype) != x_np.dtype\n")
+
+
+def _shares_when(condition: str) -> str:
+  """Lines that prove, where ``condition`` holds, that the import shares."""
+  return (f"    if {condition}:\n"
+          "      x_jax = _from_dlpack()\n"
+          "      np.copyto(x_np, x_np == 0, casting=\"unsafe\")  # Every element"
+          " changes.\n"
+          "      self.assertArraysEqual(x_np, x_jax)\n")
+
 
 # testNumpyToJax before an `aligned` parameter (0.4.35 to 0.8.0): upstream
 # copied unaligned and narrowed input silently under copy=False.
 _COPY_FALSE_WITHOUT_ALIGNED = (
     "    if jax.default_backend() == 'gpu' and not copy:\n",
-    "    # jax-patch: copy=False never copies (Array API standard), so input\n"
-    "    # JAX cannot alias (unaligned, or narrowed by x64 off) raises.\n"
-    "    if not copy and (jax.default_backend() == 'gpu'\n"
-    "                     or x_np.ctypes.data % 64\n"
-    f"                     or {_NARROWED}):\n")
+    _COPY_FALSE_RULE
+    + _shares_when("(copy is False and jax.default_backend() == 'cpu'\n"
+                   "        and not x_np.ctypes.data % 64 and not narrowed\n"
+                   "        and x_np.size)")
+    + "    if not copy and (jax.default_backend() == 'gpu'\n"
+      "                     or x_np.ctypes.data % 64 or narrowed):\n")
 
 # From 0.8.1 upstream refuses unaligned input, still not narrowed input.
 _COPY_FALSE_WITH_ALIGNED = (
     '    if copy is not None and not copy and (jax.default_backend() != "cpu"\n'
     "                                          or not aligned):\n",
-    "    # jax-patch: copy=False never copies (Array API standard), so input\n"
-    "    # that x64 off narrows raises too.\n"
-    "    if copy is not None and not copy and (\n"
-    '        jax.default_backend() != "cpu" or not aligned\n'
-    f"        or {_NARROWED}):\n")
+    _COPY_FALSE_RULE
+    + _shares_when('(copy is False and jax.default_backend() == "cpu"\n'
+                   "        and aligned and not narrowed and x_np.size)")
+    + "    if copy is not None and not copy and (\n"
+      '        jax.default_backend() != "cpu" or not aligned or narrowed):\n')
 
 _RAW_CAPSULE_REFUSED = (
     "    with self.assertRaisesRegex(\n"
@@ -93,7 +110,9 @@ _TRANSPOSED_IMPORTS = (
 
 CORRECTIONS = (
     # The standard, from_dlpack, copy: "If False, the function must never
-    # copy, and raise BufferError in case a copy is deemed necessary".
+    # copy, and raise BufferError in case a copy is deemed necessary". In
+    # either x64 mode: 64-bit input is narrowed, a copy, with x64 off, and
+    # kept, so shared when aligned, with x64 on.
     Correction(
         ("DLPackTest", "testNumpyToJax"),
         {

@@ -21,7 +21,9 @@ corruption (see ``CORRUPTIONS``). Each case is imported with
 ``from_dlpack(producer, copy=..., device=...)`` and held to this contract:
 
 * The import returns an array equal to the tensor's elements (read with
-  NumPy, canonicalised as with ``jax_enable_x64`` off), or raises
+  NumPy, in the dtype JAX holds them in the worker's x64 mode: 64-bit
+  types kept with ``jax_enable_x64`` on, narrowed to 32 bits with it off,
+  the worker taking its mode from ``JAX_ENABLE_X64``), or raises
   ``BufferError`` (``CopyRequiredError`` and ``UnsupportedDeviceError`` are
   ones). Any other exception fails. A returned array is on ``device`` (the
   producer's device if ``None``), and keeps ``copy``'s promise: under
@@ -563,6 +565,7 @@ class Stats:
   def summary(self) -> dict[str, Any]:
     return {
         "seed": self.seed, "cases": self.cases,
+        "x64": bool(jax.config.read("jax_enable_x64")),
         "outcomes": {o: self.outcomes[o] for o in OUTCOMES},
         "by_kind": {kind: {o: counts[o] for o in OUTCOMES}
                     for kind, counts in sorted(self.by_kind.items())},
@@ -575,7 +578,8 @@ class Stats:
 
   def line(self) -> str:
     raised = ", ".join(f"{o} {self.outcomes[o]}" for o in OUTCOMES[1:])
-    return (f"capsule_fuzz seed={self.seed}: {self.cases} cases, "
+    mode = "on" if jax.config.read("jax_enable_x64") else "off"
+    return (f"capsule_fuzz seed={self.seed}, x64 {mode}: {self.cases} cases, "
             f"{self.outcomes['returned']} returned, raised: {raised}; "
             f"deleter calls {self.deleter_calls} of "
             f"{self.expected_deleter_calls} expected ({self.late_releases} "

@@ -24,7 +24,8 @@ By default 4 batches of 600 cases, a few seconds each; JAX_PATCH_SOAK
 multiplies the cases (JAX_PATCH_SOAK=20 for a soak), JAX_PATCH_FUZZ_SEED
 picks other seeds than 0 to 3. The batches' outcomes by case kind are
 printed as a table at the end, and written as JSON to the file
-JAX_PATCH_FUZZ_SUMMARY names, if set.
+JAX_PATCH_FUZZ_SUMMARY names, if set. The workers run in this process's x64
+mode, so the contract is checked for 64-bit values as JAX holds them in it.
 """
 
 import os
@@ -50,6 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from tests import capsule_fuzz
 # pylint: enable=g-import-not-at-top
@@ -87,8 +89,11 @@ def run_batch(seed: int, examples: int,
     ``(failure, summary)``: what went wrong (``None`` if nothing did), and
     the batch's summary (``None`` if the worker died before printing it).
   """
+  # The worker runs in this process's x64 mode, whether the environment or
+  # JAX's config set it here.
   env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS="--xla_force_host_platform_device_count=2")
+             XLA_FLAGS="--xla_force_host_platform_device_count=2",
+             JAX_ENABLE_X64="1" if conformance.x64_enabled() else "0")
   command = [sys.executable, "-m", "tests.capsule_fuzz", "--seed", str(seed),
              "--examples", str(examples), "--log", str(log)]
   try:
@@ -144,6 +149,7 @@ class CapsuleFuzzTest(parameterized.TestCase):
     self.assertIsNone(failure, failure)
     assert summary is not None
     self.assertGreaterEqual(summary["cases"], _EXAMPLES // 2)
+    self.assertEqual(summary["x64"], conformance.x64_enabled())
     self.assertEqual(summary["deleter_calls"],
                      summary["expected_deleter_calls"])
 
@@ -178,6 +184,45 @@ class ContractCheckTest(parameterized.TestCase):
       for copy in (None, True, False):
         capsule_fuzz.run_case(_valid_case(versioned=versioned, copy=copy),
                               capsule_fuzz.Stats())
+
+  @parameterized.named_parameters(
+      ("int64", 0, 64), ("uint64", 1, 64), ("float64", 2, 64),
+      ("complex128", 5, 128))
+  def test_the_real_import_of_a_valid_64_bit_case_passes(
+      self, code: int, bits: int) -> None:
+    # In either mode: with x64 off copy=False is refused (a narrowing copy),
+    # which the contract allows, and what returns is narrowed.
+    for copy in (None, True, False):
+      capsule_fuzz.run_case(
+          _valid_case(code=code, bits=bits, base_dtype=(code, bits),
+                      copy=copy), capsule_fuzz.Stats())
+
+  def test_a_narrowed_64_bit_result_fails_with_x64_on(self) -> None:
+    conformance.require_x64(True, "with x64 off narrowing is what the "
+                            "contract expects of float64")
+
+    def narrows(producer: Any, **kwargs: Any) -> Any:
+      return dlpack.from_dlpack(producer, **kwargs).astype(jnp.float32)
+    self._assert_violation(_valid_case(code=2, bits=64, base_dtype=(2, 64)),
+                           narrows, r"float32; expected \(2, 3\) float64")
+
+  def test_a_64_bit_copy_false_import_is_refused_with_x64_off(self) -> None:
+    conformance.require_x64(False, "with x64 on float64 is kept, and "
+                            "copy=False shares it")
+    stats = capsule_fuzz.Stats()
+    capsule_fuzz.run_case(_valid_case(code=2, bits=64, base_dtype=(2, 64),
+                                      copy=False), stats)
+    self.assertEqual(stats.outcomes["CopyRequiredError"], 1)
+
+  def test_a_64_bit_copy_false_import_returns_shared_with_x64_on(
+      self) -> None:
+    conformance.require_x64(True, "with x64 off float64 is narrowed, a "
+                            "copy, which copy=False refuses")
+    stats = capsule_fuzz.Stats()
+    # run_case holds a returned copy=False import to sharing the memory.
+    capsule_fuzz.run_case(_valid_case(code=2, bits=64, base_dtype=(2, 64),
+                                      copy=False), stats)
+    self.assertEqual(stats.outcomes["returned"], 1)
 
   def test_case_round_trips_through_json(self) -> None:
     case = _valid_case(strides=(3, 1), byte_offset=2**64 - 1,

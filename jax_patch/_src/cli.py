@@ -137,18 +137,23 @@ def check(as_json: bool = False, x64: str | None = None) -> int:
   if x64 == "both":
     return check_both(as_json)
   _ensure_cpu_devices(4)
-  import jax  # pylint: disable=g-import-not-at-top
-
   if x64 is None:
     return _check_in_this_mode(as_json)
   if x64 not in X64_MODES:
     raise ValueError(f"x64 must be 'on', 'off', 'both' or None, not {x64!r}")
-  previous = bool(jax.config.read("jax_enable_x64"))
-  jax.config.update("jax_enable_x64", x64 == "on")
+  from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
+  previous = conformance.x64_enabled()
+  _set_x64(x64 == "on")
   try:
     return _check_in_this_mode(as_json)
   finally:
-    jax.config.update("jax_enable_x64", previous)
+    _set_x64(previous)
+
+
+def _set_x64(enabled: bool) -> None:
+  import jax  # pylint: disable=g-import-not-at-top
+  config: Any = jax.config  # Its methods carry no annotations.
+  config.update("jax_enable_x64", enabled)
 
 
 def _check_in_this_mode(as_json: bool) -> int:
@@ -193,6 +198,7 @@ def check_both(as_json: bool = False) -> int:
   """
   outcomes = {}
   runs = {}
+  done: subprocess.CompletedProcess[Any]
   for mode in ("off", "on"):
     env = dict(os.environ, JAX_ENABLE_X64="1" if mode == "on" else "0")
     command = [sys.executable, "-m", "jax_patch", "check", "--x64", mode]

@@ -585,5 +585,77 @@ class GatherOnDeviceTest(parameterized.TestCase):
     self.assertEqual(producer.deletes, 1)
 
 
+def _import_device(source: np.ndarray[Any, Any], copy: bool | None) -> Any:
+  """Imports ``source`` through the accelerator path, on the CPU.
+
+  ``_import_device`` takes what ``from_dlpack`` hands it for a tensor on a
+  device other than the host: a claimed capsule, what it describes, and its
+  JAX device. A CPU capsule and ``cpu:0`` show on the CPU every decision it
+  makes about ``copy`` and the dtype; only the dispatch to it, and the
+  stream a device asks the producer for, need an accelerator.
+  """
+  producer = producers.CraftedProducer(source)
+  capsule, info = dlpack_capsule.take(
+      producer.__dlpack__(),
+      versioned_ok=dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES)
+  return dlpack._import_device(
+      capsule, info, jax.devices("cpu")[0], dlpack_capsule.KDL_CPU, None,
+      dlpack._canonical_dtype(info.dtype), copy, independent=copy is True)
+
+
+class ImportDeviceTest(parameterized.TestCase):
+  """The accelerator import's promises, shown on the CPU (see above)."""
+
+  @parameterized.named_parameters(("copy_none", None), ("copy_false", False))
+  def test_a_layout_jaxlib_aliases_is_shared(self, copy: bool | None) -> None:
+    source = conformance.aligned_array((4, 4))
+    result = _import_device(source, copy)
+    source[0, 0] = 99
+    self.assertEqual(np.asarray(result)[0, 0], 99)
+
+  def test_copy_true_is_independent_of_the_source(self) -> None:
+    source = conformance.aligned_array((4, 4))
+    result = _import_device(source, True)
+    source[0, 0] = 99
+    self.assertEqual(np.asarray(result)[0, 0], 0)
+
+  def test_64_bit_input_under_copy_false(self) -> None:
+    source = conformance.aligned_array((4,), np.float64)
+    if not conformance.x64_enabled():
+      # x64 off: float64 becomes float32, a copy copy=False forbids.
+      with self.assertRaisesRegex(dlpack.CopyRequiredError, "float64"):
+        _import_device(source, False)
+      return
+    result = _import_device(source, False)  # x64 on: kept, so shared.
+    source[0] = 99
+    self.assertEqual(np.asarray(result)[0], 99)
+
+  def test_64_bit_input_under_copy_none(self) -> None:
+    source = conformance.aligned_array((4,), np.float64)
+    result = _import_device(source, None)
+    source[0] = 99
+    if conformance.x64_enabled():  # Kept as float64, and shared.
+      self.assertEqual(result.dtype, np.float64)
+      self.assertEqual(np.asarray(result)[0], 99)
+    else:  # Cast to float32 on the device: a copy.
+      self.assertEqual(result.dtype, np.float32)
+      np.testing.assert_array_equal(np.asarray(result), [0, 1, 2, 3])
+
+  @parameterized.named_parameters(("copy_none", None), ("copy_true", True))
+  def test_a_layout_jaxlib_cannot_alias_is_gathered(
+      self, copy: bool | None) -> None:
+    base = conformance.aligned_array((8, 8))
+    source = base[:, ::2]  # Strided: no jaxlib aliases it.
+    expected = np.array(source)
+    result = _import_device(source, copy)
+    base[...] = -1
+    np.testing.assert_array_equal(np.asarray(result), expected)
+
+  def test_copy_false_refuses_a_layout_jaxlib_cannot_alias(self) -> None:
+    source = conformance.aligned_array((8, 8))[:, ::2]
+    with self.assertRaises(dlpack.CopyRequiredError):
+      _import_device(source, False)
+
+
 if __name__ == "__main__":
   absltest.main()

@@ -130,6 +130,15 @@ class DeleterTest(parameterized.TestCase):
     gc.collect()
     self.assertEqual(producer.deletes, 1)
 
+  def test_inspect_refuses_another_major_and_releases_it_once(self) -> None:
+    producer = CountingProducer(conformance.aligned_array((4,)), major=2)
+    capsule = producer.__dlpack__()
+    with self.assertRaisesRegex(BufferError, r"DLPack 2\.0"):
+      dlpack_capsule.inspect(capsule)
+    del capsule  # Its destructor must find it consumed.
+    gc.collect()
+    self.assertEqual(producer.deletes, 1)
+
   def test_is_copied_capsule_with_copy_false_raises_and_releases(
       self) -> None:
     producer = CountingProducer(conformance.aligned_array((4,)),

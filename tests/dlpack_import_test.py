@@ -585,6 +585,95 @@ class GatherOnDeviceTest(parameterized.TestCase):
     self.assertEqual(producer.deletes, 1)
 
 
+class JaxArrayInputTest(parameterized.TestCase):
+  """A ``jax.Array`` is imported without DLPack, keeping every promise."""
+
+  def test_device_places_it_there(self) -> None:
+    cpu = jax.devices("cpu")
+    x = jax.device_put(jnp.arange(4.0, dtype=jnp.float32), cpu[0])
+    result = dlpack.from_dlpack(x, device=cpu[1])
+    self.assertEqual(result.devices(), {cpu[1]})
+    np.testing.assert_array_equal(np.asarray(result), np.arange(4.0))
+
+  def test_copy_false_onto_another_device_raises(self) -> None:
+    cpu = jax.devices("cpu")
+    x = jax.device_put(jnp.arange(4.0, dtype=jnp.float32), cpu[0])
+    with self.assertRaises(dlpack.CopyRequiredError):
+      dlpack.from_dlpack(x, device=cpu[1], copy=False)
+
+  @parameterized.named_parameters(
+      ("same_device", lambda cpu: cpu[0]),
+      ("replicated_over_its_device_and_another", lambda cpu: (
+          jax.sharding.NamedSharding(
+              jax.sharding.Mesh(np.array(cpu[:2]), ("x",)),
+              jax.sharding.PartitionSpec()))),
+  )
+  def test_copy_true_shares_no_buffer_with_it(self, target: Any) -> None:
+    # JAX arrays are immutable: a shared buffer shows only by its address.
+    cpu = jax.devices("cpu")
+    x = jax.device_put(jnp.arange(8.0, dtype=jnp.float32), cpu[0])
+    result = dlpack.from_dlpack(x, device=target(cpu), copy=True)
+    addresses = {shard.data.unsafe_buffer_pointer()
+                 for shard in result.addressable_shards}
+    self.assertNotIn(x.unsafe_buffer_pointer(), addresses)
+    np.testing.assert_array_equal(np.asarray(result), np.arange(8.0))
+
+
+class _HostCopyingProducer:
+  """A producer on a platform this JAX lacks (CUDA) that honours
+  ``dl_device`` with a host copy, and ignores ``copy``, as the standard
+  lets an older producer do.
+  """
+
+  def __init__(self, array: np.ndarray[Any, Any]):
+    self.array: Any = array
+    self.calls: list[dict[str, Any]] = []
+
+  def __dlpack_device__(self) -> tuple[int, int]:
+    return (2, 0)  # kDLCUDA
+
+  def __dlpack__(self, **kwargs: Any) -> Any:
+    self.calls.append(kwargs)
+    if kwargs.get("dl_device") != (1, 0):
+      raise BufferError("this producer's data is on CUDA")
+    return self.array.copy().__dlpack__()
+
+
+class ProducerRequestTest(absltest.TestCase):
+  """What the producer is asked for, and what its answer may not break."""
+
+  def test_copy_false_is_asked_of_the_producer(self) -> None:
+    producer = conformance.RecordingProducer(conformance.aligned_array((8,)))
+    dlpack.from_dlpack(producer, copy=False)
+    self.assertEqual(producer.calls[0].get("copy"), False)
+
+  def test_copy_false_from_a_platform_without_backend_raises(self) -> None:
+    if _has_cuda_backend():
+      self.skipTest("this JAX has a CUDA backend: the producer is not "
+                    "foreign here")
+    producer = _HostCopyingProducer(conformance.aligned_array((8,)))
+    with self.assertRaises(dlpack.CopyRequiredError):
+      dlpack.from_dlpack(producer, device=jax.devices("cpu")[0], copy=False)
+    self.assertEqual(producer.calls, [])  # Refused before asking.
+
+  def test_a_platform_without_backend_imports_a_host_copy(self) -> None:
+    if _has_cuda_backend():
+      self.skipTest("this JAX has a CUDA backend: the producer is not "
+                    "foreign here")
+    source = conformance.aligned_array((8,))
+    producer = _HostCopyingProducer(source)
+    result = dlpack.from_dlpack(producer, device=jax.devices("cpu")[0])
+    np.testing.assert_array_equal(np.asarray(result), source)
+    self.assertEqual(producer.calls[0]["dl_device"], (1, 0))
+
+
+def _has_cuda_backend() -> bool:
+  try:
+    return bool(jax.devices("cuda"))
+  except RuntimeError:
+    return False
+
+
 def _import_device(source: np.ndarray[Any, Any], copy: bool | None) -> Any:
   """Imports ``source`` through the accelerator path, on the CPU.
 

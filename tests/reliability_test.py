@@ -355,12 +355,14 @@ class ThreadTest(absltest.TestCase):
 class ProcessTest(absltest.TestCase):
 
   def test_fork_after_imports_leaves_parent_and_child_sound(self) -> None:
-    # The child ends with os._exit, as a forking server's worker does; the
-    # parent keeps importing and exits with live imports of every kind.
+    # Each fork happens while another thread holds the claim lock; the
+    # child claims a capsule and ends with os._exit, as a forking server's
+    # worker does. The parent keeps importing and exits with live imports
+    # of every kind.
     script = textwrap.dedent(f"""
-        import gc, os, warnings
+        import gc, os, signal, threading, warnings
         import numpy as np
-        from jax_patch._src import conformance, dlpack
+        from jax_patch._src import conformance, dlpack, dlpack_capsule
         from tests import producers
         warnings.simplefilter("ignore", RuntimeWarning)  # JAX's fork warning.
         kept, owners = [], []
@@ -372,11 +374,32 @@ class ProcessTest(absltest.TestCase):
           owners.append(producers.CraftedProducer(
               conformance.aligned_array((64,)), deleter=0))
           kept.append(dlpack.from_dlpack(owners[-1]))
+        def claim_in_child():
+          # The claim lock, held by another thread at the fork, must be
+          # free in the child. Only the capsule module runs here: jaxlib's
+          # threads do not survive a fork.
+          signal.alarm(20)  # A deadlocked child dies of SIGALRM.
+          source = conformance.aligned_array((8,))
+          producer = producers.CraftedProducer(source)
+          capsule, info = dlpack_capsule.take(producer.__dlpack__(),
+                                              versioned_ok=True)
+          view = dlpack_capsule.host_view(info)
+          os._exit(0 if np.array_equal(view, source) else 7)
         imports()
         for fork in range({int(20 * _SOAK)}):
+          holding, done = threading.Event(), threading.Event()
+          def hold():
+            with dlpack_capsule._claim_lock:
+              holding.set()
+              done.wait()
+          holder = threading.Thread(target=hold)
+          holder.start()
+          holding.wait()
           pid = os.fork()
           if pid == 0:
-            os._exit(7 if len(kept) < 3 else 0)
+            claim_in_child()
+          done.set()
+          holder.join()
           _, status = os.waitpid(pid, 0)
           assert os.waitstatus_to_exitcode(status) == 0, (fork, status)
           imports()

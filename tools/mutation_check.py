@@ -1,0 +1,303 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Named mutations of the promise-keeping and memory-safety code.
+
+  python tools/mutation_check.py [--fast] [--only NAME ...] [--list]
+
+Each mutation breaks one behaviour of ``jax_patch/_src/dlpack.py``,
+``dlpack_capsule.py`` or ``dlpack_device.py`` in a copy of the tree, by
+replacing a text that must occur exactly once there, and runs the tests
+named as the ones that must catch it; they must fail (a crash counts). A
+mutation whose text is gone fails the check too, so the list follows the
+code. ``--fast`` runs the mutations ``.ci/run`` keeps from reopening: the
+gaps that issues 25 and 30 found. The last line is ``mutations: N killed,
+N survived``; the exit status is non-zero unless every one was killed.
+
+The tests run against the mutated copy (first on ``sys.path``), with this
+interpreter and its environment, ``JAX_ENABLE_X64`` included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+_ROOT = pathlib.Path(__file__).absolute().parents[1]
+_DLPACK = "jax_patch/_src/dlpack.py"
+_CAPSULE = "jax_patch/_src/dlpack_capsule.py"
+_DEVICE = "jax_patch/_src/dlpack_device.py"
+_IMPORT_TEST = "tests/dlpack_import_test.py"
+_CAPSULE_TEST = "tests/dlpack_capsule_test.py"
+_RELIABILITY_TEST = "tests/reliability_test.py"
+_CONFORMANCE_TEST = "tests/conformance_test.py::ConformanceTest"
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutation:
+  """One break, and the tests that must catch it.
+
+  Attributes:
+    name: what breaks.
+    path: the file it edits.
+    old: a text that occurs exactly once in ``path``.
+    new: what replaces it.
+    tests: pytest node ids (or ``-k`` expressions after ``::-k``).
+    fast: one of the gaps ``.ci/run`` keeps closed.
+  """
+  name: str
+  path: str
+  old: str
+  new: str
+  tests: tuple[str, ...]
+  fast: bool = False
+
+
+MUTATIONS = (
+    # Issue 25: the use-after-free of a NULL-deleter producer's structure.
+    Mutation(
+        "null_deleter_structure_read_after_return", _CAPSULE,
+        "      return _self_contained_structure(tensor, info, keep_alive), info",
+        "      return _new_structure(_LEGACY_SIZE, _after(tensor), own,\n"
+        "                            versioned=False), info",
+        ("tests/lifetime_test.py::ProducerStructureLifetimeTest",), fast=True),
+    Mutation(
+        "null_deleter_import_holds_nothing", _DLPACK,
+        "fresh=fresh, keep_alive=producer)", "fresh=fresh, keep_alive=None)",
+        ("tests/lifetime_test.py::NullDeleterOwnerTest",)),
+    # Issue 30's eight gaps.
+    Mutation(
+        "jax_array_ignores_device", _DLPACK,
+        "    x = _array_copy(x)\n  return dlpack_device.place(x, target)",
+        "    x = _array_copy(x)\n  return x",
+        (f"{_IMPORT_TEST}::JaxArrayInputTest",), fast=True),
+    Mutation(
+        "jax_array_copy_true_not_copied_before_placing", _DLPACK,
+        "    x = _array_copy(x)\n  return dlpack_device.place(x, target)",
+        "    pass\n  return dlpack_device.place(x, target)",
+        (f"{_IMPORT_TEST}::JaxArrayInputTest",), fast=True),
+    Mutation(
+        "stride_overflow_ignores_the_sign", _CAPSULE,
+        "if any(abs(stride) * dtype.itemsize > _INT64_MAX for stride in strides)",
+        "if any(stride * dtype.itemsize > _INT64_MAX for stride in strides)",
+        (f"{_RELIABILITY_TEST}::HostileProducerTest",), fast=True),
+    Mutation(
+        "device_import_raises", _DLPACK,
+        '  """Imports an accelerator tensor; copies, when needed, on the device."""\n',
+        '  """Imports an accelerator tensor; copies, when needed, on the device."""\n'
+        '  raise NotImplementedError\n',
+        (f"{_IMPORT_TEST}::ImportDeviceTest",), fast=True),
+    Mutation(
+        "foreign_platform_copies_under_copy_false", _DLPACK,
+        "  if copy is False:\n    raise _copy_required(\n"
+        "        f\"the source device is on {platform}",
+        "  if False:\n    raise _copy_required(\n"
+        "        f\"the source device is on {platform}",
+        (f"{_IMPORT_TEST}::ProducerRequestTest",), fast=True),
+    Mutation(
+        "copy_false_not_asked_of_the_producer", _DLPACK,
+        "  if copy is False or (dl_device is not None and copy is not None):",
+        "  if dl_device is not None and copy is not None:",
+        (f"{_IMPORT_TEST}::ProducerRequestTest",), fast=True),
+    Mutation(
+        "claim_lock_not_renewed_after_fork", _CAPSULE,
+        "os.register_at_fork(after_in_child=_renew_lock_after_fork)",
+        "del _renew_lock_after_fork",
+        (f"{_RELIABILITY_TEST}::ProcessTest",), fast=True),
+    Mutation(
+        "inspect_reissues_without_consuming", _CAPSULE,
+        "    _capsule_set_name(capsule, _USED_VERSIONED_NAME_PTR)\n"
+        "    _reissue(address, True)",
+        "    _reissue(address, True)",
+        (f"{_CAPSULE_TEST}::DeleterTest",), fast=True),
+    # The promises of the standard.
+    Mutation(
+        "copy_true_may_alias", _DLPACK,
+        "                   copy, independent=copy is True,\n"
+        "                   fresh=is_torch_tensor or kind is np.ndarray)",
+        "                   copy, independent=False,\n"
+        "                   fresh=is_torch_tensor or kind is np.ndarray)",
+        (_CONFORMANCE_TEST,)),
+    Mutation(
+        "copy_false_copies_on_the_host", _DLPACK,
+        "  if copy is False and not fresh_is_free:",
+        "  if False:",
+        (_CONFORMANCE_TEST,)),
+    Mutation(
+        "copy_false_accepts_a_producer_copy", _DLPACK,
+        "  if info.is_copied:\n    if copy is False:",
+        "  if info.is_copied:\n    if False:",
+        (f"{_CAPSULE_TEST}::DeleterTest",)),
+    Mutation(
+        "imports_inside_a_transformation", _DLPACK,
+        "  if not dlpack_compat.trace_state_clean():\n"
+        "    raise _transformation_error()",
+        "  pass",
+        (_CONFORMANCE_TEST,)),
+    Mutation(
+        "returns_before_the_copy_finished", _DLPACK,
+        "  return copied.block_until_ready()", "  return copied",
+        (f"{_IMPORT_TEST}::SnapshotTest",)),
+    Mutation(
+        "device_asked_is_ignored", _DEVICE,
+        "  return target is None or devices_of(target) == {device}",
+        "  return True",
+        (_CONFORMANCE_TEST,)),
+    Mutation(
+        "cpu_export_loses_its_device_id", _DEVICE,
+        "                                     device.local_hardware_id or 0)",
+        "                                     0)",
+        (_CONFORMANCE_TEST,)),
+    # Reading a producer's structures.
+    Mutation(
+        "claims_without_the_lock", _CAPSULE,
+        "  with _claim_lock:\n    versioned, name, used_name = _names(capsule)",
+        "  if True:\n    versioned, name, used_name = _names(capsule)",
+        (f"{_CAPSULE_TEST}::SharedCapsuleTest",)),
+    Mutation(
+        "unknown_major_version_imported", _CAPSULE,
+        "    if versioned and version[0] != MAX_VERSION[0]:\n"
+        "      raise _version_error(*version)",
+        "    pass",
+        (f"{_CAPSULE_TEST}::DeleterTest",)),
+    Mutation(
+        "ndim_unbounded", _CAPSULE,
+        "  if not 0 <= ndim <= _MAX_NDIM:", "  if not 0 <= ndim:",
+        (f"{_RELIABILITY_TEST}::HostileProducerTest",)),
+    Mutation(
+        "span_unchecked", _CAPSULE,
+        "  low, count = element_span(shape, strides)\n  if not count:\n"
+        "    return  # No element, no memory.",
+        "  return",
+        (f"{_RELIABILITY_TEST}::HostileProducerTest",)),
+    Mutation(
+        "byte_offset_may_wrap", _CAPSULE,
+        "  if address > _ADDRESS_MAX:", "  if False:",
+        (f"{_RELIABILITY_TEST}::HostileProducerTest",)),
+    Mutation(
+        "capsule_device_unchecked", _DLPACK,
+        "  if info.device[0] != dl_device_type:", "  if False:",
+        (f"{_RELIABILITY_TEST}::HostileProducerTest",)),
+    Mutation(
+        "export_alias_not_read_only", _DLPACK,
+        "  flags = (dlpack_capsule.FLAG_IS_COPIED if copied\n"
+        "           else dlpack_capsule.FLAG_READ_ONLY)",
+        "  flags = dlpack_capsule.FLAG_IS_COPIED if copied else 0",
+        ("tests/dlpack_export_test.py",)),
+)
+
+
+def _copy_tree(destination: pathlib.Path) -> None:
+  """Copies the checkout's files, as git sees them, to ``destination``."""
+  listed = subprocess.run(
+      ["git", "ls-files", "-co", "--exclude-standard"], cwd=_ROOT,
+      capture_output=True, text=True, check=True).stdout.split("\n")
+  for name in filter(None, listed):
+    source = _ROOT / name
+    if source.is_file():
+      target = destination / name
+      target.parent.mkdir(parents=True, exist_ok=True)
+      shutil.copy2(source, target)
+
+
+def _pytest(tree: pathlib.Path, tests: tuple[str, ...],
+            timeout: float) -> tuple[int, str]:
+  """Runs ``tests`` on ``tree``; returns pytest's exit status and output."""
+  env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
+  try:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+         *tests], cwd=tree, env=env, capture_output=True, text=True,
+        timeout=timeout, check=False)
+  except subprocess.TimeoutExpired:
+    return -1, "timed out: a hang counts as caught"
+  return done.returncode, done.stdout + done.stderr
+
+
+def _caught(status: int) -> bool:
+  # 1: a test failed; negative or -1: a crash or a hang. 2 to 5 are pytest's
+  # own errors (interrupted, internal, usage, no tests): nothing was shown.
+  return status == 1 or status < 0
+
+
+def run(mutations: tuple[Mutation, ...], timeout: float) -> int:
+  """Checks ``mutations``; returns how many were not caught."""
+  survived = 0
+  with tempfile.TemporaryDirectory() as scratch:
+    tree = pathlib.Path(scratch)
+    _copy_tree(tree)
+    selected = tuple(dict.fromkeys(t for m in mutations for t in m.tests))
+    status, output = _pytest(tree, selected, timeout)
+    if status:
+      print(f"{output[-3000:]}\nmutations: the tests fail unmutated (exit "
+            f"status {status}): nothing to compare with", flush=True)
+      return len(mutations)
+    for mutation in mutations:
+      path = tree / mutation.path
+      original = path.read_text()
+      found = original.count(mutation.old)
+      if found != 1:
+        survived += 1
+        print(f"ERROR    {mutation.name}: its text occurs {found} times in "
+              f"{mutation.path}; update the mutation", flush=True)
+        continue
+      path.write_text(original.replace(mutation.old, mutation.new))
+      start = time.monotonic()
+      status, output = _pytest(tree, mutation.tests, timeout)
+      path.write_text(original)
+      seconds = time.monotonic() - start
+      if _caught(status):
+        print(f"killed   {mutation.name} ({seconds:.0f} s)", flush=True)
+      else:
+        survived += 1
+        print(f"SURVIVED {mutation.name}: pytest exit status {status} for "
+              f"{' '.join(mutation.tests)}\n{output[-2000:]}", flush=True)
+  print(f"mutations: {len(mutations) - survived} killed, {survived} "
+        "survived", flush=True)
+  return survived
+
+
+def main(argv: list[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--fast", action="store_true",
+                      help="only the gaps .ci/run keeps closed")
+  parser.add_argument("--only", nargs="+", metavar="NAME",
+                      help="only these mutations")
+  parser.add_argument("--list", action="store_true",
+                      help="list the mutations and the tests of each")
+  parser.add_argument("--timeout", type=float, default=600,
+                      help="seconds per mutation's tests")
+  args = parser.parse_args(argv)
+  chosen = tuple(m for m in MUTATIONS
+                 if (not args.fast or m.fast)
+                 and (not args.only or m.name in args.only))
+  unknown = set(args.only or ()) - {m.name for m in MUTATIONS}
+  if unknown:
+    parser.error(f"no mutation named {', '.join(sorted(unknown))}")
+  if args.list:
+    for mutation in chosen:
+      print(f"{mutation.name}: {mutation.path} -> {' '.join(mutation.tests)}")
+    return 0
+  return 1 if run(chosen, args.timeout) else 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

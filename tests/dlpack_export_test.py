@@ -351,10 +351,11 @@ class NumpyExportTest(parameterized.TestCase):
     with mock.patch.object(dlpack, "to_dlpack",
                            wraps=dlpack.to_dlpack) as to_dlpack:
       with jax_patch.patched():
-        try:
+        if kwargs.get("stream") is None:
           x.__dlpack__(**kwargs)
-        except BufferError:
-          pass  # stream=1 on the CPU; to_dlpack says so.
+        else:  # stream=1 on the CPU; to_dlpack says so.
+          with self.assertRaisesRegex(BufferError, "stream=1 is invalid"):
+            x.__dlpack__(**kwargs)
     self.assertEqual(to_dlpack.call_count, to_dlpack_calls)
 
   @parameterized.named_parameters(

@@ -303,6 +303,16 @@ class TorchFastPathTest(parameterized.TestCase):
 
   @producers.requires_torch
   @parameterized.named_parameters(
+      ("contiguous", lambda t: t), ("strided", lambda t: t[:, ::2]),
+      ("transposed", lambda t: t.T))
+  def test_copy_true_is_independent_of_the_tensor(self, view: Any) -> None:
+    source = view(_torch_from(conformance.aligned_array((4, 16))))
+    result = dlpack.from_dlpack(source, copy=True)
+    source[0, 0] = 99  # torch writes in place, where an alias would see it.
+    self.assertEqual(float(np.asarray(result)[0, 0]), 0.0)
+
+  @producers.requires_torch
+  @parameterized.named_parameters(
       ("strided", lambda t: t[:, ::2], {}),
       ("transposed", lambda t: t.T, {}),
       ("unaligned_large", lambda t: t.repeat(64, 16).reshape(-1)[1:], {}),

@@ -98,6 +98,8 @@ class PropertyTest(absltest.TestCase):
     seen = np.asarray(result)
     canonical = jax.dtypes.canonicalize_dtype(view.dtype)
     self.assertEqual(result.shape, view.shape)
+    # device=None keeps the producer's device: NumPy's host memory, cpu:0.
+    self.assertEqual(result.devices(), {device or jax.devices("cpu")[0]})
     self.assertEqual(result.dtype, canonical)
     if view.size == 0:
       return

@@ -445,28 +445,34 @@ def copy_accepts_numpy_bool(from_dlpack: FromDLPack) -> str:
 # copy=None
 
 
-def _copies_values(from_dlpack: FromDLPack,
-                   source: np.ndarray[Any, Any]) -> str:
+def _imports_a_copy(from_dlpack: FromDLPack, base: np.ndarray[Any, Any],
+                    view: Any) -> str:
+  """Imports ``view(base)``, then writes all of ``base``: the result keeps
+  the values it had, so it is a copy, not an alias of the strided memory."""
+  source = view(base)
   expected = np.array(source)
   result = from_dlpack(source)
+  base[...] = _SENTINEL
   np.testing.assert_array_equal(np.asarray(result), expected)
-  return f"imports {source.shape}"
+  return f"imports {source.shape}, a copy"
 
 
 @_case("copy=None imports x[::2] (non-compact strides) by copying")
 def copy_none_step_slice_imports(from_dlpack: FromDLPack) -> str:
-  return _copies_values(from_dlpack, aligned_array((16,))[::2])
+  return _imports_a_copy(from_dlpack, aligned_array((16,)),
+                         lambda base: base[::2])
 
 
 @_case("copy=None imports x[::-1] (negative strides) by copying")
 def copy_none_reversed_imports(from_dlpack: FromDLPack) -> str:
-  return _copies_values(from_dlpack, aligned_array((16,))[::-1])
+  return _imports_a_copy(from_dlpack, aligned_array((16,)),
+                         lambda base: base[::-1])
 
 
-@_case("copy=None imports np.broadcast_to output (zero strides)")
+@_case("copy=None imports np.broadcast_to output (zero strides) by copying")
 def copy_none_broadcast_imports(from_dlpack: FromDLPack) -> str:
-  return _copies_values(
-      from_dlpack, np.broadcast_to(aligned_array((4,)), (3, 4)))
+  return _imports_a_copy(from_dlpack, aligned_array((4,)),
+                         lambda base: np.broadcast_to(base, (3, 4)))
 
 
 @_case("copy=None shares aligned input")

@@ -16,9 +16,9 @@
 
 Each `matrix` session makes its own virtualenv with one jax/jaxlib pair on
 one Python and runs, in it, the test suite, `jax-patch check` and `jax-patch
-vendor` (the dry run), plus mypy, pytype and the typing tests on the oldest
-and newest pair. The `table` session prints version x step from what they
-recorded.
+vendor` (the dry run), with jax_enable_x64 off; the oldest and newest pair
+(the edges) run all three with x64 on too, plus mypy, pytype and the typing
+tests. The `table` session prints version x step from what they recorded.
 
   .venv/bin/nox                         # every version, then the table
   .venv/bin/nox -t edges                # oldest and newest (.ci/run)
@@ -52,7 +52,9 @@ MATRIX = (("0.4.35", "3.11"), ("0.4.38", "3.11"), ("0.5.3", "3.11"),
 # mypy and pytype run on (pytype 2024.10.11 has no Python 3.13).
 NEWEST = ("0.12.0.1", "3.12")
 TYPE_CHECKED = (MATRIX[0], NEWEST)
-STEPS = ("tests", "check", "vendor", "types")
+# Run with jax_enable_x64 on as well as off: the same edges.
+BOTH_X64_MODES = TYPE_CHECKED
+STEPS = ("tests", "tests x64", "check", "vendor", "types")
 
 # The releases on either side of each gate in jax_patch/_src/dlpack_compat.py
 # that the matrix does not already hold: the layout gates of 0.5 to 0.8, the
@@ -152,12 +154,19 @@ def _install(session: nox.Session, jax: str, extras: str) -> None:
                   f"jaxlib=={jax}", "-e", f".[{extras}]")
 
 
-def _run_step(session: nox.Session, *command: str) -> str:
+def _run_step(session: nox.Session, *command: str, x64: bool = False) -> str:
+  """Runs a step with jax_enable_x64 set as asked, whatever nox's own
+  environment says; "ok" or "FAIL"."""
+  env = {"PYTHONUNBUFFERED": "1", "JAX_ENABLE_X64": "1" if x64 else "0"}
   try:
-    session.run(*command, env={"PYTHONUNBUFFERED": "1"})
+    session.run(*command, env=env)
   except nox.command.CommandFailed:
     return "FAIL"
   return "ok"
+
+
+def _both(*outcomes: str) -> str:
+  return "ok" if all(outcome == "ok" for outcome in outcomes) else "FAIL"
 
 
 def _test_counts(junit: pathlib.Path) -> str:
@@ -192,16 +201,34 @@ def matrix(session: nox.Session, jax: str, python_version: str) -> None:
   session.run("python", "-c", "import sys, jax, jaxlib; print('jax', "
               "jax.__version__, 'jaxlib', jaxlib.__version__, 'python', "
               "sys.version.split()[0])")
-  junit = _result_path(jax, python, "-tests.xml")
-  junit.unlink(missing_ok=True)
-  pytest = ["python", "-m", "pytest", "-q", "tests", f"--junitxml={junit}"]
-  if not typed:
-    pytest.append("--ignore=tests/typing_test.py")  # Needs mypy and pytype.
-  results = {"tests": _run_step(session, *pytest),
-             "check": _run_step(session, "jax-patch", "check"),
-             "vendor": _run_step(session, "jax-patch", "vendor"),
-             "types": _types(session) if typed else "-"}
-  results["test counts"] = _test_counts(junit)
+  both_modes = (jax, python) in BOTH_X64_MODES
+  junits = {x64: _result_path(jax, python, f"-tests{'-x64' * x64}.xml")
+            for x64 in (False, True)}
+
+  def pytest(x64: bool) -> str:
+    junits[x64].unlink(missing_ok=True)
+    command = ["python", "-m", "pytest", "-q", "tests",
+               f"--junitxml={junits[x64]}"]
+    if not typed:
+      command.append("--ignore=tests/typing_test.py")  # Needs mypy, pytype.
+    return _run_step(session, *command, x64=x64)
+
+  results = {"tests": pytest(x64=False),
+             "tests x64": pytest(x64=True) if both_modes else "-"}
+  if both_modes:
+    # check runs each mode in a process of its own.
+    results["check"] = _run_step(session, "jax-patch", "check", "--x64",
+                                 "both")
+    results["vendor"] = _both(
+        *(_run_step(session, "jax-patch", "vendor", x64=x64)
+          for x64 in (False, True)))
+  else:
+    results["check"] = _run_step(session, "jax-patch", "check")
+    results["vendor"] = _run_step(session, "jax-patch", "vendor")
+  results["types"] = _types(session) if typed else "-"
+  results["test counts"] = _test_counts(junits[False])
+  results["test counts x64"] = (_test_counts(junits[True]) if both_modes
+                                else "")
   _record(jax, python, results)
   failed = [step for step in STEPS if results[step] == "FAIL"]
   if failed:
@@ -266,13 +293,14 @@ def series(session: nox.Session) -> None:
 def table(session: nox.Session) -> None:
   """Prints version x step for the matrix sessions of this run."""
   rows = _this_runs_results()
-  header = ["jax/jaxlib", "python", *STEPS, "test counts"]
-  widths = [10, 6] + [max(len(s), 6) for s in STEPS] + [33]
+  header = ["jax/jaxlib", "python", *STEPS, "test counts",
+            "test counts x64"]
+  widths = [10, 6] + [max(len(s), 6) for s in STEPS] + [33, 33]
   print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
   for jax, python, results in rows:
     cells = [jax, python, *(results[s] for s in STEPS),
-             results["test counts"]]
-    print("  ".join(c.ljust(w) for c, w in zip(cells, widths)))
+             results["test counts"], results["test counts x64"]]
+    print("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
   cells = [results[s] for _, _, results in rows for s in STEPS]
   passed, failed = cells.count("ok"), cells.count("FAIL")
   print(f"matrix: {passed} passed, {failed} failed")

@@ -24,6 +24,11 @@ speed targets are stated in.
   python benchmarks/dlpack_bench.py --check    # exit 1 if a target is missed
   python benchmarks/dlpack_bench.py --json     # machine-readable
   python benchmarks/dlpack_bench.py --plot time_vs_size.png   # matplotlib
+
+It runs in the x64 mode the environment gives (JAX_ENABLE_X64=1 for x64 on),
+and says which in its header and in every JSON row (``"x64"``). The NumPy,
+torch and copy cases import float32 in either mode; the jax.Array and export
+cases time ``jnp.arange(16.0)``, which is float64 with x64 on.
 """
 
 from __future__ import annotations
@@ -121,7 +126,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
     what, target, lower = TARGETS[case]
     met = ratio <= target if lower else ratio >= target
     rows.append(dict(case=case, seconds=seconds, ratio=ratio, compares=what,
-                     target=target, met=met, **extra))
+                     target=target, met=met, x64=_x64_mode(), **extra))
 
   small = conformance.aligned_array((16,))
   fns = {"patch": lambda: jax_patch.from_dlpack(small),
@@ -224,6 +229,11 @@ def _add_copies(add: Callable[..., None], quick: bool) -> None:
     del source, touched
 
 
+def _x64_mode() -> str:
+  """``"on"`` or ``"off"``: whether JAX keeps 64-bit types in this run."""
+  return "on" if conformance.x64_enabled() else "off"
+
+
 def _format_seconds(seconds: float) -> str:
   if seconds < 1e-3:
     return f"{seconds * 1e6:.1f} us"
@@ -231,7 +241,7 @@ def _format_seconds(seconds: float) -> str:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-  print(f"jax {jax.__version__}, numpy {np.__version__}, "
+  print(f"jax {jax.__version__}, numpy {np.__version__}, x64 {_x64_mode()}, "
         f"{platform.machine()}, {os.cpu_count()} CPUs, medians")
   print(f"{'case':<30} {'timings':<66} {'ratio':>6}  {'target':<34} met")
   for row in rows:

@@ -18,13 +18,15 @@ Each `matrix` session makes its own virtualenv with one jax/jaxlib pair on
 one Python and runs, in it, the test suite, `jax-patch check` and `jax-patch
 vendor` (the dry run), with jax_enable_x64 off; the oldest and newest pair
 (the edges) run all three with x64 on too, plus mypy, pytype and the typing
-tests. The `table` session prints version x step from what they recorded.
+tests, and the memory-safety tests under a hostile allocator
+(tools/hostile_allocator.sh). The `table` session prints version x step from what they recorded.
 
   .venv/bin/nox                         # every version, then the table
   .venv/bin/nox -t edges                # oldest and newest (.ci/run)
   .venv/bin/nox -s "matrix(0.6.2, py3.11)" table
   .venv/bin/nox -s boundary             # the releases beside each gate
   .venv/bin/nox -s series               # the upstream series on the sdist
+  .venv/bin/nox -s mutation             # every named mutation is caught
   .venv/bin/nox -t py3.12               # every session on Python 3.12
 
 Python 3.12 and 3.13 are taken from pyenv's directory when it has them (see
@@ -54,7 +56,7 @@ NEWEST = ("0.12.0.1", "3.12")
 TYPE_CHECKED = (MATRIX[0], NEWEST)
 # Run with jax_enable_x64 on as well as off: the same edges.
 BOTH_X64_MODES = TYPE_CHECKED
-STEPS = ("tests", "tests x64", "check", "vendor", "types")
+STEPS = ("tests", "tests x64", "check", "vendor", "types", "memory")
 
 # The releases on either side of each gate in jax_patch/_src/dlpack_compat.py
 # that the matrix does not already hold: the layout gates of 0.5 to 0.8, the
@@ -182,6 +184,18 @@ def _test_counts(junit: pathlib.Path) -> str:
   return f"{passed} passed, {failed} failed, {skipped} skipped"
 
 
+def _memory(session: nox.Session) -> str:
+  """The memory-safety tests under a hostile allocator (x64 off)."""
+  python = pathlib.Path(session.virtualenv.location) / "bin" / "python"
+  try:
+    session.run("bash", "tools/hostile_allocator.sh", str(python),
+                external=True,
+                env={"PYTHONUNBUFFERED": "1", "JAX_ENABLE_X64": "0"})
+  except nox.command.CommandFailed:
+    return "FAIL"
+  return "ok"
+
+
 def _types(session: nox.Session) -> str:
   """mypy (strict) and pytype, each with a cache inside the virtualenv."""
   scratch = pathlib.Path(session.virtualenv.location)
@@ -226,6 +240,8 @@ def matrix(session: nox.Session, jax: str, python_version: str) -> None:
     results["check"] = _run_step(session, "jax-patch", "check")
     results["vendor"] = _run_step(session, "jax-patch", "vendor")
   results["types"] = _types(session) if typed else "-"
+  # Issue 25's reads after free fail at once under it: at both edges.
+  results["memory"] = _memory(session) if typed else "-"
   results["test counts"] = _test_counts(junits[False])
   results["test counts x64"] = (_test_counts(junits[True]) if both_modes
                                 else "")
@@ -287,6 +303,17 @@ def series(session: nox.Session) -> None:
   session.install("--no-deps", f"jaxlib=={minimum}")
   session.run("jax-patch", "series", "--against", str(tree), "--out",
               str(scratch / "patches"), "--check")
+
+
+@nox.session(python="3.11")
+def mutation(session: nox.Session) -> None:
+  """Every named mutation of tools/mutation_check.py must fail a test.
+
+  On the newest JAX for Python 3.11, where torch's tests run too.
+  Arguments after ``--`` go to the tool (``--only NAME``, ``--list``).
+  """
+  _install(session, "0.10.2", "test")
+  session.run("python", "tools/mutation_check.py", *session.posargs)
 
 
 @nox.session(python=False, tags=["edges"])

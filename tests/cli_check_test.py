@@ -21,10 +21,12 @@ import os
 import subprocess
 import sys
 from typing import Any
+import unittest
 from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import jax
 
 from jax_patch._src import cli
 from jax_patch._src import conformance
@@ -176,6 +178,132 @@ class X64ModeTest(parameterized.TestCase):
     self.assertEqual(calls, [("off", "0"), ("on", "1")])
     self.assertIn("x64 off: passed", output.getvalue())
     self.assertIn("x64 on: FAILED", output.getvalue())
+
+
+def _passes(from_dlpack: Any) -> str:
+  del from_dlpack
+  return "passed"
+
+
+def _skips(reason: str) -> Any:
+  def run(from_dlpack: Any) -> str:
+    del from_dlpack
+    raise unittest.SkipTest(reason)
+  return run
+
+
+def _in_the_other_x64_mode_only(from_dlpack: Any) -> str:
+  del from_dlpack
+  conformance.require_x64(not conformance.x64_enabled(), "a stand-in")
+  return "ran"
+
+
+def _stand_in(name: str, run: Any) -> conformance.Case:
+  return conformance.Case(name, f"stand-in {name}", run)
+
+
+class RequireGpuTest(parameterized.TestCase):
+  """``check --require-gpu``: every GPU case passes, or the check fails
+  naming each case that did not."""
+
+  def test_on_this_cpu_it_fails_naming_every_gpu_case(self) -> None:
+    # The real check, every case, as the command line runs it.
+    if jax.devices()[0].platform != "cpu":
+      self.skipTest("shows the CPU outcome; the device check runs it on a "
+                    "GPU")
+    run = subprocess.run(
+        [sys.executable, "-m", "jax_patch", "check", "--require-gpu"],
+        capture_output=True, text=True, timeout=600, check=False)
+    self.assertEqual(run.returncode, 1, run.stdout[-3000:] + run.stderr)
+    self.assertIn("\npatched: ", run.stdout)
+    self.assertRegex(run.stdout, r"\npatched: \d+ passed, 0 failed, ")
+    verdict = run.stdout[run.stdout.index("--require-gpu: FAILED"):]
+    for name in conformance.GPU_CASES:
+      self.assertRegex(verdict, rf"\n  {name}: skipped: needs a GPU")
+    self.assertIn(f"{len(conformance.GPU_CASES)} of the "
+                  f"{len(conformance.GPU_CASES)} GPU cases", verdict)
+
+  def test_without_the_flag_gpu_skips_do_not_fail_the_check(self) -> None:
+    cases = [_stand_in("gpu_case", _skips("needs a GPU"))]
+    with mock.patch.object(conformance, "GPU_CASES",
+                           frozenset({"gpu_case"})):
+      code, output = _run_check(cases=cases)
+    self.assertEqual(code, 0, output)
+    self.assertNotIn("--require-gpu", output)
+
+  @parameterized.named_parameters(
+      ("gpu_case_skipped", "skipped", "passed", 1),
+      ("gpu_case_failed", "failed", "passed", 1),
+      ("other_case_skipped", "passed", "skipped", 1),
+      ("all_passed", "passed", "passed", 0),
+  )
+  def test_gpu_and_other_outcomes(self, gpu: str, other: str,
+                                  expected_code: int) -> None:
+    runs = {"passed": _passes, "skipped": _skips("no torch here"),
+            "failed": _fails_at_length}
+    cases = [_stand_in("gpu_case", runs[gpu]),
+             _stand_in("other_case", runs[other])]
+    with mock.patch.object(conformance, "GPU_CASES",
+                           frozenset({"gpu_case"})):
+      code, output = _run_check("--require-gpu", cases=cases)
+    self.assertEqual(code, expected_code, output)
+    verdict = output[output.index("--require-gpu: "):]
+    for name, outcome in (("gpu_case", gpu), ("other_case", other)):
+      if outcome == "passed":
+        self.assertNotIn(name, verdict)
+      else:
+        self.assertIn(f"  {name}: ", verdict)
+    if not expected_code:
+      self.assertTrue(verdict.startswith("--require-gpu: met"), verdict)
+
+  def test_a_gpu_case_missing_from_the_run_fails_it(self) -> None:
+    with mock.patch.object(conformance, "GPU_CASES",
+                           frozenset({"gpu_case", "vanished"})):
+      code, output = _run_check("--require-gpu",
+                                cases=[_stand_in("gpu_case", _passes)])
+    self.assertEqual(code, 1)
+    self.assertIn("  vanished: not run", output)
+
+  def test_skips_allowed_where_jax_has_cuda_are_named_with_why(self) -> None:
+    cases = [_stand_in("gpu_case", _passes),
+             _stand_in("cpu_only_case", _skips("this JAX has CUDA")),
+             _stand_in("x64_case", _in_the_other_x64_mode_only)]
+    with mock.patch.object(conformance, "GPU_CASES",
+                           frozenset({"gpu_case"})), \
+        mock.patch.object(conformance, "SKIPS_WHERE_JAX_HAS_CUDA",
+                          {"cpu_only_case": "needs a JAX without CUDA"}):
+      code, output = _run_check("--require-gpu", "--json", cases=cases)
+    self.assertEqual(code, 0, output)
+    verdict = json.loads(output)["require_gpu"]
+    self.assertEqual(verdict["not_passed"], {})
+    self.assertEqual(verdict["allowed_skips"]["cpu_only_case"],
+                     "needs a JAX without CUDA")
+    self.assertIn("other x64 mode", verdict["allowed_skips"]["x64_case"])
+
+  def test_a_gpu_case_skipped_for_the_x64_mode_still_fails_it(self) -> None:
+    case = _stand_in("gpu_case", _in_the_other_x64_mode_only)
+    with mock.patch.object(conformance, "GPU_CASES",
+                           frozenset({"gpu_case"})):
+      code, output = _run_check("--require-gpu", cases=[case])
+    self.assertEqual(code, 1)
+    self.assertIn("  gpu_case: skipped: holds with x64", output)
+
+  def test_both_modes_pass_the_flag_to_each_child(self) -> None:
+    commands = []
+
+    def child(command: list[str], **kwargs: Any) -> Any:
+      del kwargs
+      commands.append(command)
+      return subprocess.CompletedProcess(command, 1)
+
+    output = io.StringIO()
+    with mock.patch.object(subprocess, "run", child), \
+        contextlib.redirect_stdout(output):
+      code = cli.main(["check", "--x64", "both", "--require-gpu"])
+    self.assertEqual(code, 1)
+    self.assertLen(commands, 2)
+    for command in commands:
+      self.assertIn("--require-gpu", command)
 
 
 if __name__ == "__main__":

@@ -116,7 +116,8 @@ def _print_table(records: list[dict[str, Any]], width: int) -> None:
 X64_MODES = ("on", "off")
 
 
-def check(as_json: bool = False, x64: str | None = None) -> int:
+def check(as_json: bool = False, x64: str | None = None,
+          require_gpu: bool = False) -> int:
   """Runs every conformance case against upstream JAX and the patch.
 
   Prints a header naming the JAX, its CPU devices and its x64 mode, a
@@ -130,24 +131,91 @@ def check(as_json: bool = False, x64: str | None = None) -> int:
       puts back what it was after); ``"both"`` runs each mode in a child
       process of its own (``check_both``); ``None`` keeps the mode the
       environment gives (``JAX_ENABLE_X64``, or JAX's config).
+    require_gpu: also fail unless every GPU case passes for the patch and
+      no other case skips but those ``gpu_verdict`` allows; the verdict
+      names each case that fails it (``"require_gpu"`` in JSON).
 
   Returns:
-    0 when every case passes (or is skipped) for the patch, 1 otherwise.
+    0 when every case passes (or is skipped) for the patch, and with
+    ``require_gpu`` the GPU requirement is met; 1 otherwise.
   """
   if x64 == "both":
-    return check_both(as_json)
+    return check_both(as_json, require_gpu)
   _ensure_cpu_devices(4)
   if x64 is None:
-    return _check_in_this_mode(as_json)
+    return _check_in_this_mode(as_json, require_gpu)
   if x64 not in X64_MODES:
     raise ValueError(f"x64 must be 'on', 'off', 'both' or None, not {x64!r}")
   from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
   previous = conformance.x64_enabled()
   _set_x64(x64 == "on")
   try:
-    return _check_in_this_mode(as_json)
+    return _check_in_this_mode(as_json, require_gpu)
   finally:
     _set_x64(previous)
+
+
+# A skip for the x64 mode, as conformance.require_x64 words it.
+_X64_SKIP = "skipped: holds with x64 "
+
+
+def gpu_verdict(records: list[dict[str, Any]]) -> dict[str, Any]:
+  """What ``check --require-gpu`` finds in one run's records.
+
+  Every GPU case (``conformance.GPU_CASES``) must pass for the patch; a skip
+  counts as a failure. So does any other case's skip, except where the case
+  never runs with JAX on CUDA (``conformance.SKIPS_WHERE_JAX_HAS_CUDA``) or
+  holds in the other x64 mode only (``--x64 both`` runs it there).
+
+  Returns:
+    ``{"met": bool, "not_passed": {case: what it said}, "allowed_skips":
+    {case: why it may skip}}``; a GPU case missing from the run is not
+    passed either.
+  """
+  from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
+  not_passed: dict[str, str] = {}
+  allowed: dict[str, str] = {}
+  for record in records:
+    name, outcome = record["name"], record["patched"]["outcome"]
+    detail = record["patched"]["detail"]
+    if name in conformance.GPU_CASES:
+      if outcome != "passed":
+        not_passed[name] = detail
+    elif outcome == "skipped":
+      if name in conformance.SKIPS_WHERE_JAX_HAS_CUDA:
+        allowed[name] = conformance.SKIPS_WHERE_JAX_HAS_CUDA[name]
+      elif detail.startswith(_X64_SKIP):
+        allowed[name] = ("holds in the other x64 mode only; a run in that "
+                         "mode (--x64 both) covers it")
+      else:
+        not_passed[name] = detail
+  ran = {record["name"] for record in records}
+  for name in sorted(conformance.GPU_CASES - ran):
+    not_passed[name] = "not run"
+  return {"met": not not_passed, "not_passed": not_passed,
+          "allowed_skips": allowed}
+
+
+def _print_gpu_verdict(verdict: dict[str, Any], width: int) -> None:
+  from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
+  not_passed = verdict["not_passed"]
+  if verdict["met"]:
+    print(f"--require-gpu: met: all {len(conformance.GPU_CASES)} GPU cases "
+          "passed, and no other case skipped without leave")
+  else:
+    gpu = sum(name in conformance.GPU_CASES for name in not_passed)
+    print(f"--require-gpu: FAILED: {len(not_passed)} cases did not pass "
+          f"({gpu} of the {len(conformance.GPU_CASES)} GPU cases; a skip "
+          "counts as a failure):")
+  for name, detail in not_passed.items():
+    print(textwrap.fill(f"{name}: {detail}", width, initial_indent="  ",
+                        subsequent_indent="    "))
+  if verdict["allowed_skips"]:
+    print("allowed to skip (never run with JAX on CUDA, or in this x64 "
+          "mode):")
+  for name, why in verdict["allowed_skips"].items():
+    print(textwrap.fill(f"{name}: {why}", width, initial_indent="  ",
+                        subsequent_indent="    "))
 
 
 def _set_x64(enabled: bool) -> None:
@@ -156,7 +224,7 @@ def _set_x64(enabled: bool) -> None:
   config.update("jax_enable_x64", enabled)
 
 
-def _check_in_this_mode(as_json: bool) -> int:
+def _check_in_this_mode(as_json: bool, require_gpu: bool = False) -> int:
   import jax  # pylint: disable=g-import-not-at-top
   from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
   from jax_patch._src import install  # pylint: disable=g-import-not-at-top
@@ -172,20 +240,27 @@ def _check_in_this_mode(as_json: bool) -> int:
   records = _run_cases()
   summary = {column: _summary(records, column)
              for column in ("upstream", "patched")}
+  verdict = gpu_verdict(records) if require_gpu else None
+  width = max(60, shutil.get_terminal_size().columns - 1)
   if as_json:
-    json.dump({"jax": jax.__version__, "cpu_devices": devices,
-               "x64": mode.split()[-1], "untested": untested,
-               "cases": records, "summary": summary},
-              sys.stdout, indent=2)
+    report = {"jax": jax.__version__, "cpu_devices": devices,
+              "x64": mode.split()[-1], "untested": untested,
+              "cases": records, "summary": summary}
+    if verdict is not None:
+      report["require_gpu"] = verdict
+    json.dump(report, sys.stdout, indent=2)
     print()
   else:
-    _print_table(records, max(60, shutil.get_terminal_size().columns - 1))
+    _print_table(records, width)
     for column in ("upstream", "patched"):
       print(_summary_line(column, summary[column]))
-  return 1 if summary["patched"]["failed"] else 0
+    if verdict is not None:
+      _print_gpu_verdict(verdict, width)
+  gpu_unmet = verdict is not None and not verdict["met"]
+  return 1 if summary["patched"]["failed"] or gpu_unmet else 0
 
 
-def check_both(as_json: bool = False) -> int:
+def check_both(as_json: bool = False, require_gpu: bool = False) -> int:
   """Runs ``check`` with x64 off, then on, each in a child process.
 
   Each child starts with ``JAX_ENABLE_X64`` set, so JAX is in that mode
@@ -194,7 +269,8 @@ def check_both(as_json: bool = False) -> int:
   "on": ...}}``, each run as ``check --json`` prints it.
 
   Returns:
-    0 when the patch passes every case in both modes, 1 otherwise.
+    0 when the patch passes every case in both modes (and, with
+    ``require_gpu``, meets the GPU requirement in both), 1 otherwise.
   """
   outcomes = {}
   runs = {}
@@ -202,6 +278,8 @@ def check_both(as_json: bool = False) -> int:
   for mode in ("off", "on"):
     env = dict(os.environ, JAX_ENABLE_X64="1" if mode == "on" else "0")
     command = [sys.executable, "-m", "jax_patch", "check", "--x64", mode]
+    if require_gpu:
+      command.append("--require-gpu")
     if as_json:
       done = subprocess.run(command + ["--json"], env=env, text=True,
                             stdout=subprocess.PIPE, check=False)
@@ -342,6 +420,11 @@ def main(argv: Sequence[str] | None = None) -> int:
       help="run with jax_enable_x64 on or off, or both (each in a process "
       "of its own); default: the mode the environment gives "
       "(JAX_ENABLE_X64)")
+  check_parser.add_argument(
+      "--require-gpu", action="store_true",
+      help="also fail unless every GPU case passes for the patch; skips "
+      "count as failures, but for cases that never run with JAX on CUDA or "
+      "in this x64 mode, each named with why")
   vendor_parser = commands.add_parser(
       "vendor", help="write the patch set into a JAX tree; with no --into, "
       "into a scratch copy of the installed JAX, then run the cases there")
@@ -383,7 +466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   if args.command == "series":
     return _series_command(args)
   if args.command == "check":
-    return check(as_json=args.json, x64=args.x64)
+    return check(as_json=args.json, x64=args.x64,
+                 require_gpu=args.require_gpu)
   if args.command == "vendor":
     return _vendor_command(args)
   return _diff_command(args)

@@ -34,13 +34,14 @@ other, saying so (``require_x64``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import os
 import tempfile
 import unittest
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import ml_dtypes
 import numpy as np
@@ -870,8 +871,10 @@ def array_api_strict_imports(from_dlpack: FromDLPack) -> str:
 
 
 # CUDA: real GPU producers (torch, CuPy, JAX itself). Each case skips where
-# this jaxlib has no GPU or the producer has no CUDA (tools/device_check.sh
-# runs them on a GPU machine).
+# this jaxlib has no GPU or the producer cannot reach one, saying why;
+# `jax-patch check --require-gpu` (tools/device_check.sh) counts each such
+# skip as a failure. Each case's docstring says how it fails when the
+# behaviour it names is wrong.
 
 
 def _require_gpu() -> Any:
@@ -883,26 +886,48 @@ def _require_gpu() -> Any:
         "needs a GPU and a CUDA build of jaxlib") from None
 
 
+def _import_gpu_producer(module: str) -> Any:
+  """Imports torch or CuPy for a GPU case, or skips saying why.
+
+  An installed producer that does not import (a CUDA library missing, say)
+  is its installation's fault, not the import's under test: the case skips
+  with the error instead of failing in the patched column.
+  """
+  if importlib.util.find_spec(module) is None:
+    raise unittest.SkipTest(f"{module} is not installed")
+  try:
+    return importlib.import_module(module)
+  except Exception as err:  # pylint: disable=broad-except
+    raise unittest.SkipTest(
+        f"{module} is installed but does not import "
+        f"({type(err).__name__}: {err})") from None
+
+
 def _require_torch_cuda() -> Any:
-  torch = _require("torch")
+  torch = _import_gpu_producer("torch")
   if not torch.cuda.is_available():
-    raise unittest.SkipTest("needs torch with CUDA and a GPU")
+    raise unittest.SkipTest(
+        f"torch {torch.__version__} sees no CUDA device (torch.version.cuda "
+        f"is {torch.version.cuda}; None for a CPU build)")
   return torch
 
 
 def _require_cupy() -> Any:
-  cupy = _require("cupy")
+  cupy = _import_gpu_producer("cupy")
   try:
     count = cupy.cuda.runtime.getDeviceCount()
   except Exception as err:  # pylint: disable=broad-except
-    raise unittest.SkipTest(f"CuPy finds no GPU: {err}") from None
+    raise unittest.SkipTest(
+        f"CuPy {cupy.__version__} cannot reach a GPU "
+        f"({type(err).__name__}: {err})") from None
   if not count:
-    raise unittest.SkipTest("CuPy finds no GPU")
+    raise unittest.SkipTest(f"CuPy {cupy.__version__} finds no GPU")
   return cupy
 
 
 @_case("a torch CUDA tensor imports without a copy, on its GPU")
 def torch_cuda_tensor_shares(from_dlpack: FromDLPack) -> str:
+  """Fails if the result lies elsewhere, or misses a write to the source."""
   gpu = _require_gpu()
   torch = _require_torch_cuda()
   source = torch.arange(64, dtype=torch.float32, device="cuda")
@@ -914,26 +939,136 @@ def torch_cuda_tensor_shares(from_dlpack: FromDLPack) -> str:
   return f"shares, on {gpu}"
 
 
-@_case("a torch CUDA tensor written on a side stream reads right "
-       "(the producer is asked to order its stream before JAX's)")
+class SideStream(Protocol):
+  """Work a producer queues on a stream of its own, for the ordering case.
+
+  ``start`` queues long work whose last step writes a fresh array, and
+  returns that array (the DLPack producer); ``busy`` says whether the work
+  still runs; ``current`` is the context in which the producer's stream is
+  its current one (torch orders its current stream before the stream a
+  consumer names in ``__dlpack__``); ``finish`` waits for the work and
+  returns the array's final values, read by the producer's own means.
+  """
+
+  def start(self, rounds: int) -> Any: ...
+  def busy(self) -> bool: ...
+  def current(self) -> contextlib.AbstractContextManager[Any]: ...
+  def finish(self) -> np.ndarray[Any, Any]: ...
+
+
+# Rounds of work tried in turn, until the stream is still busy at the import.
+SIDE_STREAM_ROUNDS = (16, 128, 1024)
+
+
+def side_stream_import_is_ordered(
+    from_dlpack: FromDLPack, stream: SideStream,
+    rounds: tuple[int, ...] = SIDE_STREAM_ROUNDS) -> str:
+  """Imports an array while the producer's stream is still writing it.
+
+  The import, and the read through JAX, happen before anything waits for
+  the producer's stream: only the ordering DLPack asks of producer and
+  consumer makes JAX see the final values. Those depend on the whole seeded
+  computation, so no stale memory holds them.
+
+  Raises:
+    AssertionError: JAX read other values than the producer's own read
+      after its work finished (the read came first); or the work had always
+      finished before the import began, so nothing was shown.
+  """
+  for count in rounds:
+    with stream.current():
+      source = stream.start(count)
+      if not stream.busy():
+        stream.finish()
+        continue  # Finished too soon to show anything: more work.
+      result = from_dlpack(source)
+      busy_at_read = stream.busy()
+      # A copy: on a CPU, np.asarray would be a view of the memory being
+      # written, and compare whatever it holds later.
+      seen = np.array(result)
+    expected = stream.finish()
+    if not np.array_equal(seen, expected):
+      raise AssertionError(
+          f"JAX read values the side stream had not written yet ({count} "
+          f"rounds): {seen[:4]}... where the producer reads {expected[:4]}...")
+    how = ("the stream was still busy when JAX read: ordered on the device"
+           if busy_at_read else "from_dlpack returned once the stream was done")
+    return f"{how} ({count} rounds)"
+  raise AssertionError(
+      f"inconclusive: the side stream had finished before every import, even "
+      f"after {rounds[-1]} rounds of work, so nothing showed the ordering")
+
+
+class TorchSideStream:
+  """A torch CUDA stream of its own, running chained matrix products."""
+
+  _SIZE = 4096
+
+  def __init__(self, torch: Any):
+    self._torch = torch
+    self._stream = torch.cuda.Stream()
+    self._source: Any = None
+
+  def current(self) -> contextlib.AbstractContextManager[Any]:
+    context: contextlib.AbstractContextManager[Any] = self._torch.cuda.stream(
+        self._stream)
+    return context
+
+  def start(self, rounds: int) -> Any:
+    torch = self._torch
+    generator = torch.Generator(device="cuda")
+    generator.manual_seed(int.from_bytes(os.urandom(7), "little"))
+    with torch.cuda.stream(self._stream):
+      x = torch.randn((self._SIZE, self._SIZE), device="cuda",
+                      generator=generator)
+      # A gain of 2 keeps sin(x @ mix) from settling on any fixed values.
+      mix = torch.randn((self._SIZE, self._SIZE), device="cuda",
+                        generator=generator) * (2 / self._SIZE ** 0.5)
+      for _ in range(rounds):
+        x = torch.sin(x @ mix)
+      self._source = x[0, :16].clone()  # A fresh array, written last.
+    return self._source
+
+  def busy(self) -> bool:
+    return not self._stream.query()
+
+  def finish(self) -> np.ndarray[Any, Any]:
+    self._stream.synchronize()
+    values: np.ndarray[Any, Any] = self._source.cpu().numpy()
+    return values
+
+
+class Unsynchronised:
+  """Asks its producer for capsules with ``stream=-1``: no synchronisation.
+
+  DLPack's -1 tells the producer to order nothing before the consumer's
+  stream, so a consumer reading at once races the producer's work. The
+  side-stream case must fail through it (tests/device_check_test.py).
+  """
+
+  def __init__(self, producer: Any):
+    self.producer = producer
+
+  def __dlpack_device__(self) -> Any:
+    return self.producer.__dlpack_device__()
+
+  def __dlpack__(self, **kwargs: Any) -> Any:
+    return self.producer.__dlpack__(**{**kwargs, "stream": -1})
+
+
+@_case("a torch CUDA tensor written last on a busy side stream reads right "
+       "through JAX (the producer orders its stream before JAX's)")
 def torch_cuda_side_stream_is_ordered(from_dlpack: FromDLPack) -> str:
+  """Fails if JAX reads before the side stream wrote the tensor, or if the
+  stream never was busy at the import (side_stream_import_is_ordered)."""
   _require_gpu()
   torch = _require_torch_cuda()
-  side = torch.cuda.Stream()
-  with torch.cuda.stream(side):
-    big = torch.ones((4096, 4096), device="cuda")
-    for _ in range(8):  # Slow enough to still run as JAX imports it.
-      big = big @ big / 4096
-    # Values stale memory would not hold.
-    source = big[0, :16] + torch.arange(16, device="cuda")
-    result = from_dlpack(source)
-    expected = source.cpu().numpy()
-  np.testing.assert_allclose(np.asarray(result), expected, rtol=1e-6)
-  return "ordered"
+  return side_stream_import_is_ordered(from_dlpack, TorchSideStream(torch))
 
 
 @_case("a torch CUDA tensor with copy=True comes back independent")
 def torch_cuda_copy_true_is_independent(from_dlpack: FromDLPack) -> str:
+  """Fails if the result sees a write to the source made after the import."""
   _require_gpu()
   torch = _require_torch_cuda()
   source = torch.arange(64, dtype=torch.float32, device="cuda")
@@ -947,6 +1082,8 @@ def torch_cuda_copy_true_is_independent(from_dlpack: FromDLPack) -> str:
 @_case("strided and reversed torch CUDA tensors import by a copy on the "
        "GPU; copy=False raises")
 def torch_cuda_strided_imports(from_dlpack: FromDLPack) -> str:
+  """Fails on wrong values (a layout read as row-major), a result off the
+  GPU, or copy=False importing instead of raising."""
   gpu = _require_gpu()
   torch = _require_torch_cuda()
   base = torch.arange(64, dtype=torch.float32, device="cuda").reshape(8, 8)
@@ -962,6 +1099,8 @@ def torch_cuda_strided_imports(from_dlpack: FromDLPack) -> str:
 @_case("a torch CUDA tensor with device=<CPU> imports a host copy; "
        "copy=False raises")
 def torch_cuda_to_cpu_copies(from_dlpack: FromDLPack) -> str:
+  """Fails if the result is not on the CPU device, holds wrong values, or
+  copy=False does not raise."""
   _require_gpu()
   torch = _require_torch_cuda()
   cpu = jax.devices("cpu")[0]
@@ -973,8 +1112,82 @@ def torch_cuda_to_cpu_copies(from_dlpack: FromDLPack) -> str:
                         BufferError, ValueError, mentions="copy=False")
 
 
+def _pinned(torch: Any, tensor: Any) -> Any:
+  """``tensor`` in pinned host memory, which torch reports as kDLCUDAHost."""
+  pinned = tensor.pin_memory()
+  device_type = int(pinned.__dlpack_device__()[0])
+  if device_type != dlpack_device.KDL_CUDA_HOST:
+    raise unittest.SkipTest(
+        f"torch {torch.__version__} reports pinned memory as DLPack device "
+        f"type {device_type}, not kDLCUDAHost (3)")
+  return pinned
+
+
+def _pinned_result_device(result: Any, gpu: Any) -> str:
+  """Where a pinned-host import lies: its GPU or a CPU device, both of which
+  can address that memory. The standard's "the same device" has no single
+  JAX reading for pinned host memory: this is reported, not judged."""
+  device, = result.devices()
+  assert device == gpu or device.platform == "cpu", f"on {device}"
+  return f"{device} ({result.sharding.memory_kind})"
+
+
+@_case("a pinned-host torch tensor (kDLCUDAHost) imports with its values, "
+       "on its GPU or a CPU device")
+def torch_pinned_host_imports(from_dlpack: FromDLPack) -> str:
+  """Fails if the import raises (torch's host __dlpack__ refuses a CUDA
+  stream; its capsule says kDLCPU where __dlpack_device__ says
+  kDLCUDAHost), reads wrong values, or lands on another GPU."""
+  gpu = _require_gpu()
+  torch = _require_torch_cuda()
+  source = _pinned(torch, torch.arange(16, dtype=torch.float32))
+  result = from_dlpack(source)
+  where = _pinned_result_device(result, gpu)
+  source[0] = _SENTINEL  # Written in host memory: no stream to wait for.
+  seen = np.asarray(result)
+  np.testing.assert_array_equal(seen[1:], np.arange(1, 16))
+  assert seen[0] in (0, _SENTINEL), seen
+  return f"on {where}, {'shares' if seen[0] == _SENTINEL else 'a copy'}"
+
+
+@_case("a pinned-host torch tensor with copy=True comes back independent")
+def torch_pinned_host_copy_true_is_independent(from_dlpack: FromDLPack) -> str:
+  """Fails if the result sees a write to the source made after the import
+  (shared, or copied by a transfer still running when from_dlpack
+  returned)."""
+  gpu = _require_gpu()
+  torch = _require_torch_cuda()
+  source = _pinned(torch, torch.arange(16, dtype=torch.float32))
+  result = from_dlpack(source, copy=True)
+  where = _pinned_result_device(result, gpu)
+  source[0] = _SENTINEL
+  np.testing.assert_array_equal(np.asarray(result), np.arange(16))
+  return f"independent, on {where}"
+
+
+@_case("a strided view of a pinned-host torch tensor imports by a copy; "
+       "copy=False raises")
+def torch_pinned_host_strided_imports(from_dlpack: FromDLPack) -> str:
+  """Fails on wrong values (the view read as row-major), a result that sees
+  later writes to the source, or copy=False importing instead of raising."""
+  gpu = _require_gpu()
+  torch = _require_torch_cuda()
+  base = _pinned(torch, torch.arange(32, dtype=torch.float32))
+  source = base[::2]
+  result = from_dlpack(source)
+  where = _pinned_result_device(result, gpu)
+  base.fill_(_SENTINEL)
+  np.testing.assert_array_equal(np.asarray(result), np.arange(0, 32, 2))
+  refusal = _expect_raises(lambda: from_dlpack(base[::2], copy=False),
+                           BufferError, ValueError)
+  return f"a copy on {where}; copy=False {refusal}"
+
+
 @_case("a NumPy array with device=<GPU> moves there; copy=False raises")
 def numpy_to_gpu_moves(from_dlpack: FromDLPack) -> str:
+  """Fails if the result is not on the GPU, sees a write made to the source
+  after the import (a transfer still reading it), or copy=False does not
+  raise."""
   gpu = _require_gpu()
   source = aligned_array((16,))
   result = from_dlpack(source, device=gpu)
@@ -987,6 +1200,7 @@ def numpy_to_gpu_moves(from_dlpack: FromDLPack) -> str:
 
 @_case("a CuPy array imports without a copy, on its GPU")
 def cupy_array_shares(from_dlpack: FromDLPack) -> str:
+  """Fails if the result lies elsewhere, or misses a write to the source."""
   gpu = _require_gpu()
   cupy = _require_cupy()
   source = cupy.arange(64, dtype=cupy.float32)
@@ -1000,17 +1214,22 @@ def cupy_array_shares(from_dlpack: FromDLPack) -> str:
 
 @_case("a strided CuPy array imports by a copy on the GPU")
 def cupy_strided_imports(from_dlpack: FromDLPack) -> str:
-  _require_gpu()
+  """Fails on wrong values (negative strides read as positive, say) or a
+  result off the GPU (copied through the host)."""
+  gpu = _require_gpu()
   cupy = _require_cupy()
   source = cupy.arange(64, dtype=cupy.float32).reshape(8, 8)[::3, ::-2]
   result = from_dlpack(source)
+  assert result.devices() == {gpu}, f"on {result.devices()}"
   np.testing.assert_array_equal(np.asarray(result), cupy.asnumpy(source))
-  return "copied on the GPU"
+  return f"copied on {gpu}"
 
 
 @_case("a JAX CUDA array's DLPack round trip stays on its GPU, unshared "
        "only when asked")
 def jax_cuda_round_trip(from_dlpack: FromDLPack) -> str:
+  """Fails if the result leaves the GPU, copy=False copies (another buffer
+  address) or copy=True shares (the same address)."""
   gpu = _require_gpu()
   source = jax.device_put(jax.numpy.arange(16.0), gpu)
   shared = from_dlpack(DLPackOnly(source), copy=False)
@@ -1025,12 +1244,14 @@ def jax_cuda_round_trip(from_dlpack: FromDLPack) -> str:
 
 @_case("a JAX CUDA array exports to torch without a copy, READ_ONLY")
 def jax_cuda_exports_to_torch(from_dlpack: FromDLPack) -> str:
+  """Fails if the 1.x capsule is not READ_ONLY or not on kDLCUDA, or torch
+  gets another address (a copy) or a tensor off the GPU."""
   del from_dlpack
   gpu = _require_gpu()
   torch = _require_torch_cuda()
   x: Any = jax.device_put(jax.numpy.arange(16.0), gpu)
   info = dlpack_capsule.inspect(x.__dlpack__(max_version=(1, 0)))
-  assert info.read_only and info.device[0] == 2, info
+  assert info.read_only and info.device[0] == dlpack_device.KDL_CUDA, info
   tensor = torch.from_dlpack(x)
   assert tensor.data_ptr() == x.unsafe_buffer_pointer(), "exported a copy"
   assert tensor.device.type == "cuda", tensor.device
@@ -1039,6 +1260,7 @@ def jax_cuda_exports_to_torch(from_dlpack: FromDLPack) -> str:
 
 @_case("jax.Array.__dlpack__(stream=0) on a GPU raises BufferError")
 def jax_cuda_export_stream_zero_raises(from_dlpack: FromDLPack) -> str:
+  """Fails if stream=0, which DLPack forbids for CUDA, exports anyway."""
   del from_dlpack
   gpu = _require_gpu()
   x: Any = jax.device_put(jax.numpy.arange(4.0), gpu)
@@ -1046,13 +1268,23 @@ def jax_cuda_export_stream_zero_raises(from_dlpack: FromDLPack) -> str:
 
 
 # The cases that need a GPU: jax-patch's baseline of upstream's results was
-# measured on CPUs only.
+# measured on CPUs only. `--require-gpu` fails unless each passes.
 GPU_CASES = frozenset({
     "torch_cuda_tensor_shares", "torch_cuda_side_stream_is_ordered",
     "torch_cuda_copy_true_is_independent", "torch_cuda_strided_imports",
-    "torch_cuda_to_cpu_copies", "numpy_to_gpu_moves", "cupy_array_shares",
-    "cupy_strided_imports", "jax_cuda_round_trip",
+    "torch_cuda_to_cpu_copies", "torch_pinned_host_imports",
+    "torch_pinned_host_copy_true_is_independent",
+    "torch_pinned_host_strided_imports", "numpy_to_gpu_moves",
+    "cupy_array_shares", "cupy_strided_imports", "jax_cuda_round_trip",
     "jax_cuda_exports_to_torch", "jax_cuda_export_stream_zero_raises"})
+
+# The cases that never run where JAX has CUDA, with why: `--require-gpu`
+# lets them skip there.
+SKIPS_WHERE_JAX_HAS_CUDA = {
+    "cuda_host_source_gets_no_stream":
+        "its stand-in producer needs a JAX without CUDA; with CUDA, the "
+        "torch_pinned_host_* cases import real pinned tensors instead",
+}
 
 
 # Export: jax.Array.__dlpack__ and __dlpack_device__, as the running JAX has

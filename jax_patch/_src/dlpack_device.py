@@ -42,6 +42,7 @@ KDL_CUDA = 2
 KDL_CUDA_HOST = 3
 KDL_ROCM = 10
 KDL_ROCM_HOST = 11
+KDL_CUDA_MANAGED = 13
 KDL_ONEAPI = 14
 KDL_TPU_HOST = 20
 
@@ -54,6 +55,16 @@ DL_DEVICE_TO_PLATFORM: dict[int, str] = {
     KDL_ONEAPI: "oneapi",
     KDL_TPU_HOST: "tpu",
 }
+
+# Memory that no JAX device holds as it is, though the host can read it,
+# named for messages. CUDA managed (unified) memory: jaxlib's DLPack import
+# knows no such device type (before 0.10.2 it refuses any but CPU, CUDA and
+# ROCm; where it takes the device from the caller it would view the memory
+# as plain device memory, which no test machine can check and upstream does
+# not try). So it is imported as a platform without a backend is: the
+# producer is asked for a host (kDLCPU) export when the caller asks for a
+# CPU device, and without one the import raises BufferError saying so.
+HOST_EXPORT_ONLY: dict[int, str] = {KDL_CUDA_MANAGED: "CUDA managed memory"}
 
 # Host memory, plain or pinned by an accelerator: no stream orders it.
 HOST_DEVICE_TYPES = frozenset({KDL_CPU, KDL_CUDA_HOST, KDL_ROCM_HOST,
@@ -107,7 +118,8 @@ def platform_of(dl_device: tuple[int, int], exporting: bool = False) -> str:
   Raises:
     UnsupportedDeviceError: JAX has no platform for this device type.
   """
-  platform = DL_DEVICE_TO_PLATFORM.get(dl_device[0])
+  platform = (DL_DEVICE_TO_PLATFORM.get(dl_device[0])
+              or HOST_EXPORT_ONLY.get(dl_device[0]))
   if platform is None:
     # The opening sentences are upstream's: code matches on them.
     opening = ("The device specification passed to to_dlpack contains an "
@@ -115,7 +127,8 @@ def platform_of(dl_device: tuple[int, int], exporting: bool = False) -> str:
                "Array passed to from_dlpack is on ")
     raise dlpack_errors.UnsupportedDeviceError(
         f"{opening}unsupported device type (DLDeviceType: {dl_device[0]}). "
-        f"JAX knows DLDeviceTypes {sorted(DL_DEVICE_TO_PLATFORM)}.")
+        "JAX knows DLDeviceTypes "
+        f"{sorted({**DL_DEVICE_TO_PLATFORM, **HOST_EXPORT_ONLY})}.")
   return platform
 
 
@@ -133,7 +146,8 @@ def jax_device_for(dl_device: tuple[int, int],
 
   Returns:
     The device, or ``None`` when this JAX has no backend for its platform
-    (a CUDA tensor under a CPU-only jaxlib).
+    (a CUDA tensor under a CPU-only jaxlib) or no device holds such memory
+    as it is (``HOST_EXPORT_ONLY``).
 
   Raises:
     UnsupportedDeviceError: the device type or id is unknown to JAX.
@@ -153,7 +167,7 @@ def jax_device_for(dl_device: tuple[int, int],
 def _look_up_device(dl_device: tuple[int, int], backends: dict[str, Any],
                     exporting: bool) -> Device | None:
   backend = backends.get(platform_of(dl_device, exporting))
-  if backend is None:
+  if backend is None or dl_device[0] in HOST_EXPORT_ONLY:
     return None
   try:
     return backend.device_from_local_hardware_id(dl_device[1])

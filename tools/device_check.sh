@@ -64,10 +64,16 @@ readonly TEST_IMPORTS="absl pytest hypothesis array_api_strict"
 # The files whose hash the log prints (a copy without .git has no commit).
 readonly SOURCES=(jax_patch tests tools stubs setup.cfg pyproject.toml)
 
+# In a checkout, the files the device tool sends (tracked, or untracked but
+# not ignored); in the copy it made, every file but Python's caches.
 source_hash() {
   local files
-  files="$(find "${SOURCES[@]}" -type f -not -path '*/__pycache__/*' \
-    -not -name '*.pyc' | LC_ALL=C sort)"
+  if ! files="$(timeout -k 5 30 git ls-files --cached --others \
+      --exclude-standard -- "${SOURCES[@]}" 2>/dev/null)"; then
+    files="$(find "${SOURCES[@]}" -type f -not -path '*/__pycache__/*' \
+      -not -name '*.pyc')"
+  fi
+  files="$(LC_ALL=C sort -u <<<"${files}")"
   printf '%s (%d files in %s)\n' \
     "$(xargs -d '\n' sha256sum <<<"${files}" | sha256sum | cut -c1-16)" \
     "$(wc -l <<<"${files}")" "${SOURCES[*]}"
@@ -189,8 +195,8 @@ record() {
       summary+=("${name}: FAILED, as it must without a GPU (${found})")
     else
       failed=$((failed + 1))
-      summary+=("${name}: NOT AS EXPECTED on a CPU machine (exit status" \
-        "${status}: ${found})")
+      local why="exit status ${status}: ${found}"
+      summary+=("${name}: NOT AS EXPECTED on a CPU machine (${why})")
     fi
   elif [ "${status}" -eq 0 ]; then
     passed=$((passed + 1))
@@ -265,7 +271,9 @@ EOF
     gpu_found="${gpu_found:+${gpu_found}; }the probe exited with ${status}"
   fi
   gpu_as_without=0
-  if grep -q "JAX has no GPU device" <<<"${gpu_found}"; then gpu_as_without=1; fi
+  if grep -q "JAX has no GPU device" <<<"${gpu_found}"; then
+    gpu_as_without=1
+  fi
   [ -z "${gpu_found}" ]
 }
 

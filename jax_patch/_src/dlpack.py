@@ -90,7 +90,7 @@ def from_dlpack(external_array: Any,
   return array_api_from_dlpack(external_array, device=device, copy=copy)
 
 
-def array_api_from_dlpack(external_array: Any, /, *,
+def array_api_from_dlpack(x: Any, /, *,
                           device: dlpack_device.Target | None = None,
                           copy: bool | None = None) -> Array:
   """Returns a :class:`~jax.Array` holding the data of a DLPack array.
@@ -99,14 +99,14 @@ def array_api_from_dlpack(external_array: Any, /, *,
   as it is: the entry point every import goes through, one call deep.
 
   Args:
-    external_array: an object with ``__dlpack__`` and ``__dlpack_device__``
-      methods (a NumPy array, a torch tensor, a ``jax.Array``, ...).
+    x: an object with ``__dlpack__`` and ``__dlpack_device__`` methods (a
+      NumPy array, a torch tensor, a ``jax.Array``, ...).
     device: where to place the result: ``None`` keeps the producer's device,
       a ``jax.Device`` or a single-device ``Sharding`` places it on that
       device, a multi-device ``Sharding`` replicates or shards it.
     copy: ``True`` always returns an independent buffer. ``False`` never
-      copies: the result shares memory with ``external_array``, or an error
-      is raised. ``None`` shares memory where possible and copies otherwise.
+      copies: the result shares memory with ``x``, or an error is raised.
+      ``None`` shares memory where possible and copies otherwise.
 
   Sharing is possible when the data lies on ``device`` (or no device was
   given), is 64-byte aligned on the CPU, is laid out in row-major order (or
@@ -125,7 +125,7 @@ def array_api_from_dlpack(external_array: Any, /, *,
     InvalidDeviceError: (a ``TypeError`` and ``ValueError``) ``device`` is
       not a device or sharding.
     MissingDLPackMethodsError: (an ``AttributeError`` and ``TypeError``)
-      ``external_array`` lacks ``__dlpack__`` or ``__dlpack_device__``.
+      ``x`` lacks ``__dlpack__`` or ``__dlpack_device__``.
     UnsupportedDeviceError: (a ``BufferError`` and ``TypeError``) the array
       lives on a device type JAX cannot read.
     CopyRequiredError: (a ``BufferError`` and ``ValueError``) ``copy=False``
@@ -142,34 +142,34 @@ def array_api_from_dlpack(external_array: Any, /, *,
   target = None if device is None else dlpack_device.check_target(device)
   if not dlpack_compat.trace_state_clean():
     raise _transformation_error()
-  if type(external_array) is np.ndarray:  # pylint: disable=unidiomatic-typecheck
-    result = _from_numpy_as_is(external_array, target, copy)
+  if type(x) is np.ndarray:  # pylint: disable=unidiomatic-typecheck
+    result = _from_numpy_as_is(x, target, copy)
     if result is not None:
       return result
-  elif isinstance(external_array, array.ArrayImpl):
-    return _from_jax_array(external_array, target, copy)
-  elif type(external_array) is _torch_tensor_type():  # pylint: disable=unidiomatic-typecheck
-    result = _from_torch_as_is(external_array, target, copy)
+  elif isinstance(x, array.ArrayImpl):
+    return _from_jax_array(x, target, copy)
+  elif type(x) is _torch_tensor_type():  # pylint: disable=unidiomatic-typecheck
+    result = _from_torch_as_is(x, target, copy)
     if result is not None:
       return result
-  _check_dlpack_methods(external_array)
-  dl_device = dlpack_device.dlpack_device_of(external_array)
+  _check_dlpack_methods(x)
+  dl_device = dlpack_device.dlpack_device_of(x)
   source = dlpack_device.jax_device_for(dl_device)
   if source is None:
-    return _from_foreign_platform(external_array, dl_device, target, copy)
+    return _from_foreign_platform(x, dl_device, target, copy)
   if copy is False and not dlpack_device.is_only(target, source):
     raise _move_required(target, source)
-  stream = _consumer_stream(external_array, dl_device, source)
-  kind = type(external_array)
+  stream = _consumer_stream(x, dl_device, source)
+  kind = type(x)
   is_torch_tensor = kind is _torch_tensor_type()
   if (is_torch_tensor and copy is None
       and not dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES):
     # torch has no read-only tensors and copies only when asked: its 0.x
     # capsule says all its 1.x one would, and this jaxlib reads it as it is.
-    capsule = external_array.__dlpack__(stream=stream)
+    capsule = x.__dlpack__(stream=stream)
   else:
-    capsule = _request_capsule(external_array, stream, copy)
-  result = _import(external_array, capsule, source, dl_device[0], stream,
+    capsule = _request_capsule(x, stream, copy)
+  result = _import(x, capsule, source, dl_device[0], stream,
                    copy, independent=copy is True,
                    fresh=is_torch_tensor or kind is np.ndarray)
   return _place(result, target, source)

@@ -266,7 +266,8 @@ def check_series(target: Target, patches: list[pathlib.Path],
       if probe_before == "ok":
         step.type_check = ("the typing probe passes before the patch too: "
                            "it shows nothing")
-      step.failed_claims = _failed_cases(repo, python, claimed)
+      step.failed_claims = _failed_cases(repo, python, claimed,
+                                         skips_fail=True)
       if probes:
         probed.append(patch)
       for earlier in probed:
@@ -363,12 +364,13 @@ _CASES_SCRIPT = """
 import json, sys
 import jax.numpy as jnp
 from jax_patch._src import conformance
-wanted = set(sys.argv[1:])
+skips_fail = sys.argv[1] == "skips-fail"
+wanted = set(sys.argv[2:])
 failed = {}
 for case in conformance.CASES:
   if case.name in wanted:
     detail, passed = conformance.run_case(case, jnp.from_dlpack)
-    if passed is False:
+    if passed is False or (passed is None and skips_fail):
       failed[case.name] = detail
 print(json.dumps(failed))
 """
@@ -377,10 +379,18 @@ print(json.dumps(failed))
 _CASES_DID_NOT_RUN = "(the cases did not run)"
 
 
-def _failed_cases(repo: pathlib.Path, python: str,
-                  names: list[str]) -> dict[str, str]:
-  """Runs cases ``names`` in the tree: the failed ones, with what they saw."""
-  done = _run(repo, python, "-c", _CASES_SCRIPT, *names)
+def _failed_cases(repo: pathlib.Path, python: str, names: list[str],
+                  skips_fail: bool = False) -> dict[str, str]:
+  """Runs cases ``names`` in the tree: the failed ones, with what they saw.
+
+  The cases run with jax_enable_x64 off, JAX's default, the mode the series
+  states its claims in (some hold in that mode only). With ``skips_fail``,
+  a case that skips counts as failed: a claim that does not run proves
+  nothing.
+  """
+  done = _run(repo, python, "-c", _CASES_SCRIPT,
+              "skips-fail" if skips_fail else "skips-pass", *names,
+              env={"JAX_ENABLE_X64": "0"})
   if done.returncode:
     return {_CASES_DID_NOT_RUN: done.stderr.strip()[-1000:]}
   failed: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])

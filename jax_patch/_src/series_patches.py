@@ -294,12 +294,15 @@ copy=False) returns an int32 array that does not share the source's memory.
     ) + _tests("""\
   @jtu.run_on_devices("cpu")
   def testCopyFalseDoesNotNarrow(self):
-    if config.enable_x64.value:
-      self.skipTest("64-bit types are kept with x64 on")
     x = _ensure_alignment(np.arange(8, dtype=np.int64),
                           desired_alignment=64)
-    with self.assertRaisesRegex(BufferError, "becomes int32"):
-      jnp.from_dlpack(x, copy=False)
+    if not config.enable_x64.value:
+      with self.assertRaisesRegex(BufferError, "becomes int32"):
+        jnp.from_dlpack(x, copy=False)
+      return
+    y = jnp.from_dlpack(x, copy=False)  # x64 on: int64 is kept, and shared.
+    x[0] = 99
+    self.assertEqual(np.asarray(y)[0], 99)
 """))
 
 

@@ -404,6 +404,55 @@ def _series_command(args: argparse.Namespace) -> int:
   return 1 if failed else 0
 
 
+def _add_stubs_parser(commands: Any) -> None:
+  from jax_patch._src import stubs  # pylint: disable=g-import-not-at-top
+  parser = commands.add_parser(
+      "stubs", help="write the installed JAX's .pyi files that the patch "
+      "corrects, as a partial stub package DIR/jax-stubs that pyright, "
+      "pyrefly and mypy read over the installed JAX")
+  parser.add_argument(
+      "--out", metavar="DIR", default=stubs.DEFAULT_DIR,
+      help=f"where jax-stubs goes (default: {stubs.DEFAULT_DIR}, pyright's "
+      "default stubPath)")
+  parser.add_argument(
+      "--check", action="store_true",
+      help="write nothing; exit 1 when DIR/jax-stubs does not match the "
+      "installed JAX (after a JAX upgrade: run without --check)")
+
+
+def _stubs_command(args: argparse.Namespace) -> int:
+  from jax_patch._src import stubs  # pylint: disable=g-import-not-at-top
+  from jax_patch._src import vendor  # pylint: disable=g-import-not-at-top
+  root = _installed_jax_root()
+  out = pathlib.Path(args.out)
+  try:
+    package = stubs.build(root, vendor.jax_version(root))
+  except (stubs.StubsError, vendor.VendorError) as err:
+    print(f"jax-patch stubs: {err}", file=sys.stderr)
+    return 1
+  where = out / stubs.STUB_PACKAGE
+  if args.check:
+    found = stubs.differences(out, package)
+    if found:
+      print(f"jax-patch stubs: {where} does not match JAX "
+            f"{package.jax_version}; run `jax-patch stubs --out {out}`:",
+            file=sys.stderr)
+      for difference in found:
+        print(f"  {difference}", file=sys.stderr)
+      return 1
+    print(f"{where} matches JAX {package.jax_version}")
+    return 0
+  written = stubs.write(out, package)
+  if not written:
+    print(f"JAX {package.jax_version}'s stubs already declare what the "
+          f"patch corrects: nothing to write ({where} removed if it was "
+          "there)")
+    return 0
+  print(f"wrote {where} for JAX {package.jax_version}: "
+        f"{', '.join(written)}")
+  return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(
       prog="jax-patch",
@@ -462,7 +511,10 @@ def main(argv: Sequence[str] | None = None) -> int:
   series_parser.add_argument(
       "--interop-test", action="store_true",
       help="with --check, also run JAX_SRC's DLPack test at every step")
+  _add_stubs_parser(commands)
   args = parser.parse_args(argv)
+  if args.command == "stubs":
+    return _stubs_command(args)
   if args.command == "series":
     return _series_command(args)
   if args.command == "check":

@@ -1,0 +1,221 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Tests for `jax-patch stubs`: what it writes, --check, and the JAX stubs it
+refuses. tests/typing_test.py runs the type checkers over what it writes."""
+
+import contextlib
+import io
+import os
+import pathlib
+import re
+import shutil
+import tempfile
+from unittest import mock
+
+from absl.testing import absltest
+import jax
+
+from jax_patch._src import cli
+from jax_patch._src import source_patch
+from jax_patch._src import stubs
+from jax_patch._src import vendor
+
+_INSTALLED = pathlib.Path(jax.__file__).parent.parent
+_BASEARRAY = "jax/_src/basearray.pyi"
+
+
+def _installed_stub_files() -> list[str]:
+  return sorted(path.relative_to(_INSTALLED).as_posix()
+                for path in (_INSTALLED / "jax").rglob("*.pyi"))
+
+
+def _run(*argv: str) -> tuple[int, str, str]:
+  """Runs the command line; returns its exit status, stdout and stderr."""
+  out, err = io.StringIO(), io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    status = cli.main(list(argv))
+  return status, out.getvalue(), err.getvalue()
+
+
+class _ScratchTest(absltest.TestCase):
+
+  def setUp(self) -> None:
+    super().setUp()
+    # Not create_tempdir(): absl's flags are unparsed under pytest.
+    self.scratch = pathlib.Path(tempfile.mkdtemp(prefix="jax-patch-stubs-"))
+    self.addCleanup(shutil.rmtree, self.scratch, ignore_errors=True)
+
+  def fake_jax(self, **replaced: str) -> pathlib.Path:
+    """A copy of the installed JAX's stubs, ``__init__.py`` and version,
+    with the files named (``jax/...`` -> text) replaced."""
+    root = self.scratch / "site"
+    for path in [*_installed_stub_files(), "jax/__init__.py",
+                 "jax/version.py"]:
+      (root / path).parent.mkdir(parents=True, exist_ok=True)
+      shutil.copy(_INSTALLED / path, root / path)
+    for path, text in replaced.items():
+      (root / path).write_text(text)
+    return root
+
+
+class BuildTest(_ScratchTest):
+  """What the stub package holds for the installed JAX."""
+
+  def setUp(self) -> None:
+    super().setUp()
+    self.package = stubs.build(_INSTALLED, jax.__version__)
+
+  def test_holds_every_stub_jax_ships_and_nothing_else_but_two(self) -> None:
+    expected = {stubs.STUB_PACKAGE + path[len("jax"):]
+                for path in _installed_stub_files()}
+    expected |= {"jax-stubs/py.typed", "jax-stubs/__init__.py"}
+    self.assertEqual(set(self.package.files), expected)
+
+  def test_marks_the_package_partial(self) -> None:
+    self.assertEqual(self.package.files["jax-stubs/py.typed"], b"partial\n")
+
+  def test_init_is_jaxs_own_byte_for_byte(self) -> None:
+    self.assertEqual(self.package.files["jax-stubs/__init__.py"],
+                     (_INSTALLED / "jax/__init__.py").read_bytes())
+
+  def test_corrects_array_dlpack_methods(self) -> None:
+    basearray = self.package.files["jax-stubs/_src/basearray.pyi"].decode()
+    original = (_INSTALLED / _BASEARRAY).read_text()
+    self.assertNotEqual(basearray, original)
+    self.assertRegex(basearray, r"def __dlpack__\(self, \*, stream")
+    self.assertIn("def __dlpack_device__(self)", basearray)
+    spans = source_patch.spans(basearray)
+    self.assertIn(("Array", "__dlpack_device__"), spans)
+
+  def test_keeps_the_rest_of_each_stub_as_jax_has_it(self) -> None:
+    for path in _installed_stub_files():
+      original = (_INSTALLED / path).read_text()
+      ours = self.package.files[stubs.STUB_PACKAGE + path[len("jax"):]]
+      corrections = dict(source_patch.CORRECTIONS).get(path)
+      expected = (original if corrections is None else
+                  source_patch.corrected(original, corrections.read_text()))
+      self.assertEqual(ours.decode(), expected, path)
+
+  def test_nothing_when_jax_already_declares_the_corrections(self) -> None:
+    corrected = {path: source_patch.corrected(
+        (_INSTALLED / path).read_text(), corrections.read_text())
+                 for path, corrections in source_patch.CORRECTIONS
+                 if path.endswith(".pyi")}
+    root = self.fake_jax(**corrected)
+    self.assertEqual(stubs.build(root, "9.9").files, {})
+
+
+class RefusalTest(_ScratchTest):
+  """A JAX whose stubs lack what the corrections need is refused by name."""
+
+  def test_refuses_stubs_without_array_dlpack(self) -> None:
+    original = (_INSTALLED / _BASEARRAY).read_text()
+    without = re.sub(r"\n  def __dlpack__\(self[^\n]*\n", "\n", original)
+    self.assertNotEqual(without, original)
+    root = self.fake_jax(**{_BASEARRAY: without})
+    with self.assertRaisesRegex(
+        stubs.StubsError,
+        r"JAX 9\.9's jax/_src/basearray\.pyi declares no Array\.__dlpack__"):
+      stubs.build(root, "9.9")
+
+  def test_refuses_jax_without_a_corrected_stub(self) -> None:
+    root = self.fake_jax()
+    (root / _BASEARRAY).unlink()
+    with self.assertRaisesRegex(stubs.StubsError,
+                                r"JAX 9\.9 has no jax/_src/basearray\.pyi"):
+      stubs.build(root, "9.9")
+
+  def test_command_says_which_and_fails(self) -> None:
+    root = self.fake_jax(**{"jax/numpy/__init__.pyi": "import builtins\n"})
+    with mock.patch.object(cli, "_installed_jax_root", return_value=root):
+      status, _, err = _run("stubs", "--out", str(self.scratch / "out"))
+    self.assertEqual(status, 1)
+    self.assertIn(f"JAX {vendor.jax_version(root)}'s jax/numpy/__init__.pyi "
+                  "declares no from_dlpack", err)
+    self.assertFalse((self.scratch / "out").exists())
+
+
+class CommandTest(_ScratchTest):
+  """`jax-patch stubs [--out DIR] [--check]` against the installed JAX."""
+
+  def setUp(self) -> None:
+    super().setUp()
+    self.out = self.scratch / "out"
+    self.package = stubs.build(_INSTALLED, jax.__version__)
+
+  def written(self) -> dict[str, bytes]:
+    return {path.relative_to(self.out).as_posix(): path.read_bytes()
+            for path in self.out.rglob("*") if path.is_file()}
+
+  def test_writes_the_package_under_out(self) -> None:
+    status, out, _ = _run("stubs", "--out", str(self.out))
+    self.assertEqual(status, 0)
+    self.assertEqual(self.written(), self.package.files)
+    self.assertIn(f"JAX {jax.__version__}", out)
+
+  def test_default_out_is_typings(self) -> None:
+    previous = os.getcwd()
+    os.chdir(self.scratch)
+    self.addCleanup(os.chdir, previous)
+    status, _, _ = _run("stubs")
+    self.assertEqual(status, 0)
+    self.assertTrue((self.scratch / "typings/jax-stubs/py.typed").is_file())
+
+  def test_rewriting_removes_what_another_jax_needed(self) -> None:
+    stale = self.out / "jax-stubs/stale/__init__.pyi"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("x: int\n")
+    _run("stubs", "--out", str(self.out))
+    self.assertEqual(self.written(), self.package.files)
+
+  def test_check_passes_on_what_it_wrote(self) -> None:
+    _run("stubs", "--out", str(self.out))
+    status, out, _ = _run("stubs", "--out", str(self.out), "--check")
+    self.assertEqual(status, 0)
+    self.assertIn("matches", out)
+
+  def test_check_writes_nothing_and_fails_where_nothing_was_written(
+      self) -> None:
+    status, _, err = _run("stubs", "--out", str(self.out), "--check")
+    self.assertEqual(status, 1)
+    self.assertIn("missing: jax-stubs/_src/basearray.pyi", err)
+    self.assertFalse(self.out.exists())
+
+  def test_check_fails_on_a_changed_file(self) -> None:
+    _run("stubs", "--out", str(self.out))
+    (self.out / "jax-stubs/_src/basearray.pyi").write_text("class Array: ...\n")
+    status, _, err = _run("stubs", "--out", str(self.out), "--check")
+    self.assertEqual(status, 1)
+    self.assertIn("differs: jax-stubs/_src/basearray.pyi", err)
+
+  def test_check_fails_on_a_file_another_jax_needed(self) -> None:
+    _run("stubs", "--out", str(self.out))
+    (self.out / "jax-stubs/old.pyi").write_text("x: int\n")
+    status, _, err = _run("stubs", "--out", str(self.out), "--check")
+    self.assertEqual(status, 1)
+    self.assertIn("not expected: jax-stubs/old.pyi", err)
+
+  def test_check_fails_after_a_jax_upgrade(self) -> None:
+    # The stubs written for another JAX: its __init__ differs.
+    _run("stubs", "--out", str(self.out))
+    init = self.out / "jax-stubs/__init__.py"
+    init.write_bytes(init.read_bytes() + b"\n# another JAX\n")
+    status, _, err = _run("stubs", "--out", str(self.out), "--check")
+    self.assertEqual(status, 1)
+    self.assertIn("differs: jax-stubs/__init__.py", err)
+
+
+if __name__ == "__main__":
+  absltest.main()

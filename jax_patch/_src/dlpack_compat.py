@@ -30,6 +30,7 @@ made it, so a jaxlib number also bounds the JAX beside it.
 from __future__ import annotations
 
 import re
+import types
 from typing import TYPE_CHECKING, Any, Callable
 
 from jax._src import core
@@ -136,8 +137,12 @@ def jaxlib_knows_type_code(code: int) -> bool:
 
 
 if TYPE_CHECKING:
-  # stubs/jaxlib/_jax.pyi describes every shape the binding has had.
-  from jaxlib import _jax as _binding
+  # stubs/jaxlib/_jax.pyi describes every shape the binding has had; mypy
+  # reads it (mypy_path). To pyright and pyrefly the binding is untyped:
+  # jaxlib ships no stub for it, and stubs/ on their path would be all of
+  # jax (stubs/jax) and jaxlib to them.
+  # pyrefly: ignore[missing-module-attribute,missing-import]
+  from jaxlib import _jax as _binding  # pyright: ignore[reportAttributeAccessIssue,reportMissingImports]
 else:
   # xla_extension up to jaxlib 0.6.0, _jax after; xla_client names it _xla
   # in both.
@@ -158,9 +163,11 @@ JAXLIB_DLPACK_VERSION: tuple[int, int] | None = (
 RuntimeErrorType: type[Exception] = xla_client.XlaRuntimeError
 
 # The module defining jnp.int8, jnp.bfloat16, ...: jax._src.dlpack's
-# SUPPORTED_DTYPES holds those objects.
+# SUPPORTED_DTYPES holds those objects. Typed as a module: which one depends
+# on the version, and pyright and pyrefly would read it as the last import.
+scalar_types: types.ModuleType
 if EXTENSION_VERSION >= JAXLIB_0_5_1:
-  from jax._src.numpy import scalar_types as scalar_types  # type: ignore[attr-defined,unused-ignore]
+  from jax._src.numpy import scalar_types  # type: ignore[attr-defined,no-redef,unused-ignore]
 else:
   from jax._src.numpy import lax_numpy as scalar_types  # type: ignore[no-redef,unused-ignore]
 

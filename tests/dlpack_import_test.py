@@ -39,6 +39,7 @@ from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
+from jax_patch._src import dlpack_device
 from tests import memory
 from tests import producers
 
@@ -675,6 +676,59 @@ class ProducerRequestTest(absltest.TestCase):
     result = dlpack.from_dlpack(producer, device=jax.devices("cpu")[0])
     np.testing.assert_array_equal(np.asarray(result), source)
     self.assertEqual(producer.calls[0]["dl_device"], (1, 0))
+
+
+class _PinnedHostProducer(conformance.RecordingProducer):
+  """torch's pinned tensors: kDLCUDAHost said, a kDLCPU capsule given."""
+
+  def __dlpack_device__(self) -> tuple[int, int]:
+    return (3, 0)  # kDLCUDAHost
+
+
+class PinnedHostTest(parameterized.TestCase):
+  """Pinned host memory whose capsule says kDLCPU imports onto the CPU.
+
+  Shown with a stand-in: kDLCUDAHost is mapped to ``cpu:1`` in place of the
+  GPU device a CUDA jaxlib maps it to. On a GPU, tools/device_check.sh runs
+  the same with torch's pinned tensors.
+  """
+
+  def setUp(self) -> None:
+    super().setUp()
+    cpu = jax.devices("cpu")
+    look_up = dlpack_device.jax_device_for
+    self.enter_context(mock.patch.object(
+        dlpack_device, "jax_device_for",
+        side_effect=lambda dl_device, exporting=False: (
+            cpu[1] if dl_device[0] == 3 else look_up(dl_device, exporting))))
+
+  @parameterized.named_parameters(
+      ("copy_none", None, lambda base: base),
+      ("copy_true", True, lambda base: base),
+      ("strided", None, lambda base: base[::2]))
+  def test_imports_host_memory_onto_the_cpu(self, copy: bool | None,
+                                           view: Any) -> None:
+    base = conformance.aligned_array((16,))
+    source = view(base)
+    expected = np.array(source)
+    result = dlpack.from_dlpack(_PinnedHostProducer(source), copy=copy)
+    self.assertEqual(result.devices(), {jax.devices("cpu")[0]})
+    base[...] = -1  # A copy keeps its values.
+    if copy or source is not base:
+      np.testing.assert_array_equal(np.asarray(result), expected)
+
+  def test_copy_none_shares_aligned_host_memory(self) -> None:
+    source = conformance.aligned_array((16,))
+    result = dlpack.from_dlpack(_PinnedHostProducer(source))
+    source[0] = 99
+    self.assertEqual(np.asarray(result)[0], 99)
+
+  def test_a_device_capsule_under_a_host_report_is_refused(self) -> None:
+    producer = producers.CraftedProducer(conformance.aligned_array((4,)),
+                                         device_type=2)
+    producer.reported_device = (3, 0)
+    with self.assertRaisesRegex(BufferError, "DLDeviceType 2"):
+      dlpack.from_dlpack(producer)
 
 
 def _has_cuda_backend() -> bool:

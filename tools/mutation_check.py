@@ -197,6 +197,11 @@ MUTATIONS = (
         "  if info.device[0] != dl_device_type:", "  if False:",
         (f"{_RELIABILITY_TEST}::HostileProducerTest",)),
     Mutation(
+        "pinned_host_capsule_refused", _DLPACK,
+        "    if not _is_pinned_host_as_cpu(info.device[0], dl_device_type):",
+        "    if True:",
+        (f"{_IMPORT_TEST}::PinnedHostTest",)),
+    Mutation(
         "export_alias_not_read_only", _DLPACK,
         "  flags = (dlpack_capsule.FLAG_IS_COPIED if copied\n"
         "           else dlpack_capsule.FLAG_READ_ONLY)",

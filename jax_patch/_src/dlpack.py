@@ -495,9 +495,14 @@ def _import(producer: Any, capsule: Any, source: Any, dl_device_type: int,
           "has IS_COPIED set)")
     independent = False  # The producer's copy is already independent.
   if info.device[0] != dl_device_type:
-    raise BufferError(
-        f"from_dlpack: the capsule is on DLDeviceType {info.device[0]} but "
-        f"__dlpack_device__ said {dl_device_type}.")
+    if not _is_pinned_host_as_cpu(info.device[0], dl_device_type):
+      raise BufferError(
+          f"from_dlpack: the capsule is on DLDeviceType {info.device[0]} "
+          f"but __dlpack_device__ said {dl_device_type}.")
+    # torch's __dlpack_device__ says a pinned tensor is kDLCUDAHost, and its
+    # capsule says kDLCPU: host memory either way, which the CPU reads.
+    source = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
+    dl_device_type = _KDL_CPU
   if not dlpack_compat.jax_has_dtype(info.dtype):
     raise BufferError(
         f"from_dlpack: the DLPack tensor's dtype is {info.dtype}, which this "
@@ -524,6 +529,12 @@ def _import(producer: Any, capsule: Any, source: Any, dl_device_type: int,
     if result is not None:
       return result
   return _import_host_copy(info, source, copy, refusal)
+
+
+def _is_pinned_host_as_cpu(capsule_type: int, reported_type: int) -> bool:
+  """Whether a capsule says kDLCPU for memory reported as pinned host."""
+  return (capsule_type == _KDL_CPU and reported_type != _KDL_CPU
+          and reported_type in dlpack_device.HOST_DEVICE_TYPES)
 
 
 # Below this size jaxlib's own copy of unaligned data is the cheapest; above

@@ -1,7 +1,9 @@
 """Real uses of jax-patch's typed API, checked by tests/typing_test.py.
 
-Every line must type-check under mypy, except those ending in an `E: code`
-comment, which mypy must reject with that error code, and nothing else.
+With `jax-patch stubs`'s output, every line must type-check under mypy,
+pyright and pyrefly, configured as the README says, except those ending in
+an `E: code` comment: each checker must reject those and nothing else (mypy
+with that error code).
 """
 
 import jax

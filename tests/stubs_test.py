@@ -21,6 +21,8 @@ import os
 import pathlib
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from unittest import mock
 
@@ -33,6 +35,8 @@ from jax_patch._src import stubs
 from jax_patch._src import vendor
 
 _INSTALLED = pathlib.Path(jax.__file__).parent.parent
+# Not resolve(): under Bazel the runfiles tree is the project.
+_ROOT = pathlib.Path(__file__).absolute().parents[1]
 _BASEARRAY = "jax/_src/basearray.pyi"
 
 
@@ -215,6 +219,37 @@ class CommandTest(_ScratchTest):
     status, _, err = _run("stubs", "--out", str(self.out), "--check")
     self.assertEqual(status, 1)
     self.assertIn("differs: jax-stubs/__init__.py", err)
+
+
+class WheelTest(_ScratchTest):
+  """A built (non-editable) jax-patch finds its declarations: setup.py puts
+  a copy in the package, where source_patch looks first."""
+
+  def test_built_package_carries_and_reads_the_declarations(self) -> None:
+    source = self.scratch / "source"
+    source.mkdir()
+    for name in ("setup.py", "setup.cfg", "pyproject.toml", "README.md"):
+      shutil.copy(_ROOT / name, source / name)
+    for tree in ("jax_patch", "stubs/jax", "patches"):
+      shutil.copytree(_ROOT / tree, source / tree,
+                      ignore=shutil.ignore_patterns("__pycache__"))
+    built = self.scratch / "built"
+    run = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_py", "--build-lib",
+         str(built)], cwd=source, capture_output=True, text=True,
+        timeout=600, check=False)
+    self.assertEqual(run.returncode, 0, run.stderr)
+    for path, declarations in source_patch.CORRECTIONS:
+      relative = declarations.relative_to(_ROOT)
+      copy = built / "jax_patch/_src/declarations" / relative
+      self.assertEqual(copy.read_bytes(), declarations.read_bytes(), path)
+    # The built package reads its own copy, not a checkout.
+    where = subprocess.run(
+        [sys.executable, "-c", "from jax_patch._src import source_patch; "
+         "print(source_patch.STUBS_ROOT)"], cwd=built, capture_output=True,
+        text=True, timeout=600, check=False)
+    self.assertEqual(pathlib.Path(where.stdout.strip()),
+                     built / "jax_patch/_src/declarations/stubs", where.stderr)
 
 
 if __name__ == "__main__":

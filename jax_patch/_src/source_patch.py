@@ -32,8 +32,12 @@ import shutil
 
 # Not resolve(): under Bazel the runfiles tree is the project.
 _PROJECT = pathlib.Path(__file__).absolute().parents[2]
-STUBS_ROOT = _PROJECT / "stubs"
-PATCHES_ROOT = _PROJECT / "patches"
+# A wheel carries a copy of the declaration trees here (setup.py); a checkout
+# and an editable install read the project's own.
+_WHEEL_COPY = pathlib.Path(__file__).absolute().parent / "declarations"
+_DECLARATIONS = _WHEEL_COPY if _WHEEL_COPY.is_dir() else _PROJECT
+STUBS_ROOT = _DECLARATIONS / "stubs"
+PATCHES_ROOT = _DECLARATIONS / "patches"
 
 # Each JAX file jax-patch edits, relative to the folder holding jax/, and the
 # file of declarations it gets.

@@ -197,12 +197,17 @@ def _memory(session: nox.Session) -> str:
 
 
 def _types(session: nox.Session) -> str:
-  """mypy (strict) and pytype, each with a cache inside the virtualenv."""
+  """mypy (strict), pytype, pyright and pyrefly over jax_patch and tests.
+
+  mypy and pytype keep their caches inside the virtualenv.
+  """
   scratch = pathlib.Path(session.virtualenv.location)
   mypy = _run_step(session, "mypy", f"--cache-dir={scratch / 'mypy'}")
   pytype = _run_step(session, "pytype", "--config=setup.cfg", "--jobs=2",
                      f"--output={scratch / 'pytype'}")
-  return "ok" if mypy == pytype == "ok" else "FAIL"
+  pyright = _run_step(session, "python", "tools/type_check.py", "pyright")
+  pyrefly = _run_step(session, "python", "tools/type_check.py", "pyrefly")
+  return _both(mypy, pytype, pyright, pyrefly)
 
 
 @nox.session

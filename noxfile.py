@@ -296,8 +296,9 @@ def series(session: nox.Session) -> None:
   sdist, = scratch.glob("jax-*.tar.gz")
   session.run("tar", "-xzf", str(sdist), "-C", str(scratch), external=True)
   tree = scratch / sdist.name[:-len(".tar.gz")]
+  author = ("--author", "jax-patch CI <ci@jax-patch.invalid>")
   session.run("jax-patch", "series", "--against", str(tree), "--out",
-              str(scratch / "patches"), "--check")
+              str(scratch / "patches"), *author, "--check")
   # Again at the other end of the target's jaxlib range, where jaxlib
   # cannot read DLPack 1.x capsules and the series converts them.
   minimum = session.run(
@@ -307,7 +308,7 @@ def series(session: nox.Session) -> None:
       silent=True).strip().splitlines()[-1]
   session.install("--no-deps", f"jaxlib=={minimum}")
   session.run("jax-patch", "series", "--against", str(tree), "--out",
-              str(scratch / "patches"), "--check")
+              str(scratch / "patches"), *author, "--check")
 
 
 @nox.session(python="3.11")

@@ -26,10 +26,12 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=4")
 
 import pathlib  # pylint: disable=g-import-not-at-top
+import subprocess  # pylint: disable=g-import-not-at-top
 import sys  # pylint: disable=g-import-not-at-top
 import tempfile  # pylint: disable=g-import-not-at-top
 import textwrap  # pylint: disable=g-import-not-at-top
 from typing import Any  # pylint: disable=g-import-not-at-top
+from unittest import mock  # pylint: disable=g-import-not-at-top
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -43,6 +45,7 @@ from jax_patch._src import series
 from jax_patch._src import series_patches
 
 _CASE_NAMES = {case.name for case in conformance.CASES}
+_AUTHOR = ("A Contributor", "contributor@example.com")
 _INSTALLED_ROOT = pathlib.Path(jax.__file__).parent.parent
 _INSTALLED_JAXLIB = tuple(
     int(part) for part in jaxlib.version.__version__.split(".")[:3])
@@ -110,6 +113,81 @@ class SeriesClaimsTest(parameterized.TestCase):
             max(len(line) for line in patch.body.splitlines()), 75)
     slugs = [patch.slug for patch in series_patches.SERIES]
     self.assertEqual(len(slugs), len(set(slugs)))
+
+
+class PullRequestFilesTest(parameterized.TestCase):
+  """What goes beside each patch: its description and changelog entry."""
+
+  @parameterized.named_parameters(
+      (patch.slug, patch) for patch in series_patches.SERIES)
+  def test_changelog_entry_is_an_item_under_unreleased(
+      self, patch: series_patches.SeriesPatch) -> None:
+    entry = series_patches.changelog(patch)
+    lines = entry.splitlines()
+    self.assertEqual(lines[:2], ["## Unreleased", ""])
+    self.assertIn(lines[2], {"* New features", "* Changes", "* Bug fixes",
+                             "* Breaking changes", "* Deprecations"})
+    self.assertTrue(lines[3].startswith("  * "), lines[3])
+    for line in lines[4:]:  # JAX aligns an item's lines with its first.
+      self.assertTrue(line.startswith("    ") and line[4] != " ", line)
+    for line in lines:
+      self.assertLessEqual(len(line), 80, line)
+
+  @parameterized.named_parameters(
+      (patch.slug, patch) for patch in series_patches.SERIES)
+  def test_description_says_what_was_wrong_and_how_to_test(
+      self, patch: series_patches.SeriesPatch) -> None:
+    text = series_patches.description(patch)
+    self.assertTrue(text.startswith(f"# {patch.subject}\n"))
+    self.assertIn(patch.body, text)  # What was wrong, measured, the clause.
+    self.assertIn("Measured", patch.body)
+    how = text[text.index("## How to test"):text.index("## Changelog")]
+    # A test to run, or a probe that fails before the change.
+    self.assertTrue(
+        series_patches.added_tests(patch) and "pytest" in how
+        or patch.typing_probe and patch.typing_probe in how
+        or patch.runtime_probe and patch.runtime_probe in how, how)
+    for test in series_patches.added_tests(patch):
+      self.assertIn(test, how)
+    self.assertIn(series_patches.changelog(patch), text)
+
+
+class AuthorTest(absltest.TestCase):
+  """Who the patches say wrote them: --author, or git's configuration."""
+
+  def setUp(self) -> None:
+    super().setUp()
+    scratch = tempfile.TemporaryDirectory()
+    self.addCleanup(scratch.cleanup)
+    self.root = pathlib.Path(scratch.name)
+    # No global or system configuration: only what a test sets.
+    self.enter_context(mock.patch.dict(os.environ, {
+        "HOME": str(self.root), "XDG_CONFIG_HOME": str(self.root),
+        "GIT_CONFIG_NOSYSTEM": "1"}))
+
+  def test_author_argument_is_parsed(self) -> None:
+    self.assertEqual(series.author_from(" Ada Lovelace <ada@example.com> ",
+                                        self.root),
+                     ("Ada Lovelace", "ada@example.com"))
+
+  def test_malformed_author_is_refused(self) -> None:
+    for author in ("Ada", "<ada@example.com>", "Ada <ada>", "Ada ada@x.y"):
+      with self.subTest(author):
+        with self.assertRaisesRegex(series.SeriesError, "Name <email>"):
+          series.author_from(author, self.root)
+
+  def test_git_config_of_the_target_is_the_default(self) -> None:
+    subprocess.run(["git", "init", "-q", str(self.root)], check=True)
+    for key, value in (("user.name", "Grace Hopper"),
+                       ("user.email", "grace@example.com")):
+      subprocess.run(["git", "-C", str(self.root), "config", key, value],
+                     check=True)
+    self.assertEqual(series.author_from(None, self.root),
+                     ("Grace Hopper", "grace@example.com"))
+
+  def test_no_author_anywhere_is_refused(self) -> None:
+    with self.assertRaisesRegex(series.SeriesError, "--author"):
+      series.author_from(None, self.root)
 
 
 class RuntimeProbeTest(absltest.TestCase):
@@ -203,7 +281,8 @@ class TargetTest(absltest.TestCase):
     tree = _fake_tree(self.root / "jax-src", "0.11.0", "# no from_dlpack\n")
     with self.assertRaisesRegex(series.SeriesError,
                                 "patch 'exception-classes'.*0 copies"):
-      series.write_series(series.read_target(tree), self.root / "out")
+      series.write_series(series.read_target(tree), self.root / "out",
+                          _AUTHOR)
 
 
 @absltest.skipIf(
@@ -223,7 +302,7 @@ class InstalledJaxSeriesTest(absltest.TestCase):
     cls.scratch = tempfile.TemporaryDirectory()
     out = pathlib.Path(cls.scratch.name) / "patches"
     target = series.read_target(_INSTALLED_ROOT)
-    cls.patches = series.write_series(target, out)
+    cls.patches = series.write_series(target, out, _AUTHOR)
     cls.steps = series.check_series(target, cls.patches,
                                     python=sys.executable)
 
@@ -237,7 +316,13 @@ class InstalledJaxSeriesTest(absltest.TestCase):
     for patch_file, patch in zip(self.patches, _installed_series()):
       text = patch_file.read_text().replace("\n ", " ")  # Unfolded.
       self.assertTrue(text.startswith("From "))
+      self.assertIn("From: A Contributor <contributor@example.com>\n", text)
       self.assertIn(f"Subject: [PATCH] {patch.subject}\n", text)
+      stem = patch_file.with_suffix("")
+      self.assertEqual(stem.with_suffix(".description.md").read_text(),
+                       series_patches.description(patch))
+      self.assertEqual(stem.with_suffix(".changelog.md").read_text(),
+                       series_patches.changelog(patch))
       self.assertIn(patch.body.splitlines()[0], text)
       self.assertIn("diff --git a/jax/_src/", text)
       for path in (edit.path for edit in patch.edits if not edit.old):

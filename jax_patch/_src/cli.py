@@ -379,7 +379,8 @@ def _series_command(args: argparse.Namespace) -> int:
   out = pathlib.Path(args.out)
   try:
     target = series.read_target(root)
-    patches = series.write_series(target, out)
+    patches = series.write_series(target, out,
+                                  series.author_from(args.author, root))
   except series.SeriesError as err:
     print(f"jax-patch series: {err}", file=sys.stderr)
     return 1
@@ -500,6 +501,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              help="the JAX tree: a checkout or an sdist")
   series_parser.add_argument("--out", metavar="DIR", default="series",
                              help="where the patches go (default: series)")
+  series_parser.add_argument(
+      "--author", metavar="'NAME <EMAIL>'",
+      help="the patches' author and committer (default: git config "
+      "user.name and user.email, as read in JAX_SRC)")
   series_parser.add_argument(
       "--check", action="store_true",
       help="then apply them one by one to a copy of JAX_SRC, checking "

@@ -43,8 +43,10 @@ from jax_patch._src import series_patches
 # for older jaxlib is constant over it.
 MIN_SUPPORTED_JAXLIB = (0, 11, 0)
 
-_AUTHOR = "jax-patch <jax-patch@users.noreply.github.com>"
 _DATE = "Fri, 4 Dec 2026 00:00:00 +0000"  # Fixed: the output is reproducible.
+_AUTHOR = re.compile(r"^\s*([^<>]+?)\s*<([^<>\s]+@[^<>\s]+)>\s*$")
+# Who commits in the scratch repository; each patch's author is the user.
+_SCRATCH_COMMITTER = ("jax-patch", "jax-patch@users.noreply.github.com")
 _MIN_JAXLIB = re.compile(
     r"^_minimum_jaxlib_version\s*=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
 _VERSION = re.compile(r"^_version\s*=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
@@ -136,11 +138,43 @@ def patches_for(target: Target) -> tuple[series_patches.SeriesPatch, ...]:
                                    target.imports_versioned)
 
 
-def _git(repo: pathlib.Path, *args: str) -> str:
+def author_from(author: str | None, root: pathlib.Path) -> tuple[str, str]:
+  """The patches' author and committer: ``author``, else git's config.
+
+  Args:
+    author: ``"Name <email>"``, as ``--author`` gives it, or ``None``.
+    root: where git's config is read (the target's repository, then the
+      user's global one).
+
+  Raises:
+    SeriesError: ``author`` is malformed, or it is ``None`` and git has no
+      ``user.name`` and ``user.email``.
+  """
+  if author is None:
+    name, email = (_git_config(root, key) for key in ("user.name",
+                                                      "user.email"))
+    if not name or not email:
+      raise SeriesError(
+          "no author for the patches: pass --author 'Name <email>', or set "
+          "git config user.name and user.email")
+    return name, email
+  match = _AUTHOR.match(author)
+  if match is None:
+    raise SeriesError(f"--author {author!r}: expected 'Name <email>'")
+  return match.group(1), match.group(2)
+
+
+def _git_config(root: pathlib.Path, key: str) -> str:
+  done = subprocess.run(["git", "-C", str(root), "config", key], text=True,
+                        capture_output=True, check=False)
+  return done.stdout.strip()
+
+
+def _git(repo: pathlib.Path, *args: str,
+         who: tuple[str, str] = _SCRATCH_COMMITTER) -> str:
   env = dict(os.environ, GIT_AUTHOR_DATE=_DATE, GIT_COMMITTER_DATE=_DATE,
-             GIT_AUTHOR_NAME="jax-patch", GIT_COMMITTER_NAME="jax-patch",
-             GIT_AUTHOR_EMAIL="jax-patch@users.noreply.github.com",
-             GIT_COMMITTER_EMAIL="jax-patch@users.noreply.github.com")
+             GIT_AUTHOR_NAME=who[0], GIT_COMMITTER_NAME=who[0],
+             GIT_AUTHOR_EMAIL=who[1], GIT_COMMITTER_EMAIL=who[1])
   done = subprocess.run(["git", "-C", str(repo), *args], env=env, text=True,
                         capture_output=True, check=False)
   if done.returncode:
@@ -190,8 +224,19 @@ def _apply(patch: series_patches.SeriesPatch, repo: pathlib.Path,
   return sorted(set(touched))
 
 
-def write_series(target: Target, out: pathlib.Path) -> list[pathlib.Path]:
+def write_series(target: Target, out: pathlib.Path,
+                 author: tuple[str, str]) -> list[pathlib.Path]:
   """Writes the series for ``target`` (see :func:`read_target`) into ``out``.
+
+  Beside each ``NNNN-name.patch`` go ``NNNN-name.description.md``, the pull
+  request's description, and ``NNNN-name.changelog.md``, its entry for
+  JAX's CHANGELOG.md.
+
+  Args:
+    target: the JAX tree.
+    out: where the files go.
+    author: ``(name, email)`` of the patches' author and committer
+      (:func:`author_from`).
 
   Returns:
     The patch files, in the order ``git am`` applies them.
@@ -200,17 +245,25 @@ def write_series(target: Target, out: pathlib.Path) -> list[pathlib.Path]:
     SeriesError: a patch's text is not in the target.
   """
   out.mkdir(parents=True, exist_ok=True)
+  patches = patches_for(target)
   with tempfile.TemporaryDirectory() as scratch:
     repo = _scratch_repo(target, pathlib.Path(scratch))
     base = _git(repo, "rev-parse", "HEAD").strip()
-    for patch in patches_for(target):
+    for patch in patches:
       _apply(patch, repo, target.has_interop_test)
       message = f"{patch.subject}\n\n{patch.body}"
       _git(repo, "add", "-A")
-      _git(repo, "commit", "-q", "-m", message, f"--author={_AUTHOR}")
+      _git(repo, "commit", "-q", "-m", message, who=author)
     _git(repo, "format-patch", "-q", "--no-signature", "--zero-commit",
          "--no-numbered", "-o", str(out.absolute()), f"{base}..HEAD")
-  return sorted(out.glob("*.patch"))
+  patch_files = sorted(out.glob("*.patch"))
+  for patch_file, patch in zip(patch_files, patches):
+    stem = patch_file.name[:-len(".patch")]
+    (out / f"{stem}.description.md").write_text(
+        series_patches.description(patch))
+    (out / f"{stem}.changelog.md").write_text(
+        series_patches.changelog(patch))
+  return patch_files
 
 
 def touched_files(patch_file: pathlib.Path) -> list[str]:

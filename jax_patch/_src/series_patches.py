@@ -34,6 +34,8 @@ moved, the series refuses with the patch and the text it looked for.
 from __future__ import annotations
 
 import dataclasses
+import re
+import textwrap
 
 DLPACK = "jax/_src/dlpack.py"
 ARRAY = "jax/_src/array.py"
@@ -1220,7 +1222,10 @@ That takes a new module, jax/_src/dlpack_capsule.py: it claims the
 capsule under a lock (renames it as used, as the DLPack Python
 specification has consumers do), refuses a major version other than 1,
 and builds the 0.x structure with ctypes, released by NumPy's own C
-deleter so that no Python runs when jaxlib frees the buffer. It is kept
+deleter so that no Python runs when jaxlib frees the buffer. A producer
+whose deleter is NULL (DLPack allows one) is never told when the import
+is done and may free its structure at once: its tensor gets a structure
+that holds its own copy of the shape and strides. It is kept
 apart from dlpack.py because it is memory-safety code with its own tests,
 and goes away once jaxlib 0.12 is the minimum. A read-only import is safe
 to alias: JAX never writes to an imported buffer, and does not reuse one
@@ -1774,3 +1779,137 @@ SERIES: tuple[SeriesPatch, ...] = (
 # write. A test keeps this list, the claims and the conformance results
 # consistent.
 NOT_YET_IN_SERIES: frozenset[str] = frozenset()
+
+
+# Each patch's entry in JAX's CHANGELOG.md, under "Unreleased": its section
+# there, and the item, as JAX words them (Sphinx roles included).
+CHANGELOG_ENTRIES: dict[str, tuple[str, str]] = {
+    "exception-classes": ("Changes", """\
+{func}`jax.dlpack.from_dlpack` and {func}`jax.numpy.from_dlpack` raise the
+exception classes the Python Array API standard names, each also deriving
+from the type raised before: `BufferError` (also a `ValueError`) when
+`copy=False` but a copy is needed, `AttributeError` (also a `TypeError`)
+for an object without `__dlpack__` or `__dlpack_device__`, and a
+`TypeError` naming `from_dlpack` for an invalid `copy` or `device`."""),
+    "copy-false-no-narrowing": ("Bug fixes", """\
+{func}`jax.numpy.from_dlpack` with `copy=False` no longer returns a copied
+32-bit array for int64 or float64 input when `jax_enable_x64` is off: it
+raises the copy-required error, as the Array API standard asks."""),
+    "copy-true-copies": ("Bug fixes", """\
+{func}`jax.numpy.from_dlpack` with `copy=True` always returns an independent
+buffer. Previously a 64-byte-aligned host array was aliased, so writing to
+the source changed the "copy"."""),
+    "raise-under-transformations": ("Changes", """\
+{func}`jax.numpy.from_dlpack` raises inside JAX transformations (`jit`,
+`vmap`, `grad`, ...) instead of baking the external buffer's current
+contents into the trace as a constant. Import outside the transformation
+and pass the array in."""),
+    "jax-array-keeps-device": ("Bug fixes", """\
+{func}`jax.numpy.from_dlpack` of a `jax.Array` returns it without a DLPack
+round trip, on its own device (or on `device` when given). Previously an
+array on a CPU device other than the first came back on the first."""),
+    "cpu-dlpack-device-id": ("Bug fixes", """\
+`jax.Array.__dlpack_device__` reports a CPU array's own device id instead
+of 0 for every CPU device."""),
+    "strided-input": ("Bug fixes", """\
+{func}`jax.numpy.from_dlpack` imports non-compact strided input (`x[::2]`,
+`x[::-1]`, `np.broadcast_to` output) through the producer's compact copy
+when `copy` allows one, instead of raising `UNIMPLEMENTED`."""),
+    "multi-device-sharding": ("New features", """\
+{func}`jax.numpy.from_dlpack` accepts a multi-device `Sharding` as `device`,
+replicating or sharding the import; `copy=False` raises the copy-required
+error, since the other devices need copies."""),
+    "dlpack-stubs": ("Changes", """\
+The type stubs of `jax.Array` declare `__dlpack__`'s `stream`,
+`max_version`, `dl_device` and `copy` keywords, and `__dlpack_device__`."""),
+    "finished-at-return": ("Bug fixes", """\
+{func}`jax.numpy.from_dlpack` waits for a copy or transfer that reads the
+producer's memory (a move to `device`, a dtype conversion, jaxlib's copy of
+unaligned host memory) before returning, so a write to the source right
+after the import no longer reaches the result in part."""),
+    "foreign-platform-host-copy": ("New features", """\
+{func}`jax.numpy.from_dlpack` of an array on a platform this JAX has no
+backend for (a CUDA tensor under a CPU-only jaxlib) asks the producer for a
+host copy when `device` is a CPU device, and otherwise raises `BufferError`
+saying to pass one."""),
+    "export-missing-platform": ("Bug fixes", """\
+`jax.Array.__dlpack__(dl_device=...)` naming a platform this JAX has no
+backend for raises `BufferError`, as the Array API standard asks, instead of
+a `RuntimeError`."""),
+    "export-legacy-copy": ("Changes", """\
+`jax.Array.__dlpack__(max_version=(0, x))` exports a copy, since a DLPack
+0.x capsule cannot mark JAX's immutable buffer read-only; `copy=False`
+raises the copy-required error. Exports without `max_version` still alias
+the array."""),
+    "versioned-import": ("New features", """\
+{func}`jax.numpy.from_dlpack` imports DLPack 1.x capsules with every
+supported jaxlib: read-only NumPy arrays (memory maps, `np.broadcast_to`
+output) and producers that export only DLPack 1.x now import without a
+copy."""),
+    "versioned-export": ("New features", """\
+`jax.Array.__dlpack__(max_version=(1, x))` returns a DLPack 1.x capsule with
+every supported jaxlib, flagged `READ_ONLY` when it aliases the array and
+`IS_COPIED` when it holds a copy."""),
+    "copy-false-producer-copied": ("Bug fixes", """\
+{func}`jax.numpy.from_dlpack` with `copy=False` raises the copy-required
+error when the producer's DLPack 1.x capsule says it holds a copy
+(`IS_COPIED`)."""),
+    "non-row-major-layouts": ("Bug fixes", """\
+{func}`jax.numpy.from_dlpack` copies a non-row-major host tensor (`x.T`)
+once on jaxlib before 0.11.2, which moved such imports to other devices
+wrongly; `copy=False` raises the copy-required error there."""),
+}
+# The gated form of a patch says what the ungated one says.
+for _form, _same_as in (
+    ("versioned-import-before-jaxlib-0.12", "versioned-import"),
+    ("versioned-export-before-jaxlib-0.12", "versioned-export"),
+    ("non-row-major-layouts-before-jaxlib-0.11.2", "non-row-major-layouts")):
+  CHANGELOG_ENTRIES[_form] = CHANGELOG_ENTRIES[_same_as]
+
+
+def changelog(patch: SeriesPatch) -> str:
+  """The patch's entry for JAX's CHANGELOG.md, as it goes under Unreleased."""
+  section, item = CHANGELOG_ENTRIES[patch.slug]
+  # JAX aligns an item's lines with its first, within 80 columns.
+  lines = textwrap.fill(" ".join(item.split()), width=80,
+                        initial_indent="  * ", subsequent_indent="    ",
+                        break_long_words=False, break_on_hyphens=False)
+  return f"## Unreleased\n\n* {section}\n{lines}\n"
+
+
+def added_tests(patch: SeriesPatch) -> list[str]:
+  """The JAX test methods the patch adds or changes, by name."""
+  names: set[str] = set()
+  for edit in patch.test_edits:
+    names.update(re.findall(r"^  def (test\w+)\(", edit.new, re.MULTILINE))
+    if edit.old and not re.search(r"^  def test", edit.new, re.MULTILINE):
+      # An edit inside a test: name the test it is in, if JAX's text says.
+      names.update(re.findall(r"def (test\w+)\(", edit.old))
+  return sorted(names)
+
+
+def description(patch: SeriesPatch) -> str:
+  """The pull request's description: what was wrong, the standard's clause
+  and the measured upstream behaviour (the commit message's body), how to
+  test it, and its changelog entry."""
+  parts = [f"# {patch.subject}\n", patch.body, "## How to test\n"]
+  tests = added_tests(patch)
+  if tests:
+    parts.append(
+        "```sh\npytest tests/array_interoperability_test.py -k "
+        f"\"{' or '.join(tests)}\"\n```\n")
+  if patch.typing_probe:
+    parts.append("The target's type checker (pyrefly, as JAX's pre-commit "
+                 "runs it) accepts this after the change and rejects it "
+                 "before:\n\n```python\n" + patch.typing_probe + "```\n")
+  if patch.runtime_probe:
+    parts.append("This script fails before the change and passes after "
+                 "it:\n\n```python\n" + patch.runtime_probe + "```\n")
+  if patch.claims:
+    parts.append(
+        "The Array API conformance cases it makes pass, as jax-patch (which "
+        "prepared this change) names them: "
+        + ", ".join(f"`{claim}`" for claim in patch.claims) + ".\n")
+  parts.append("## Changelog\n\nIts entry in CHANGELOG.md:\n\n```md\n"
+               + changelog(patch) + "```\n")
+  return "\n".join(parts)

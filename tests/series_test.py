@@ -152,6 +152,63 @@ class PullRequestFilesTest(parameterized.TestCase):
     self.assertIn(series_patches.changelog(patch), text)
 
 
+class LintTest(absltest.TestCase):
+  """JAX's pre-commit gates, as --check runs them after each step."""
+
+  def setUp(self) -> None:
+    super().setUp()
+    scratch = tempfile.TemporaryDirectory()
+    self.addCleanup(scratch.cleanup)
+    self.repo = pathlib.Path(scratch.name)
+    (self.repo / "pyproject.toml").write_text(textwrap.dedent("""\
+        [tool.pyrefly]
+        project-includes = ["jax/**/*.py*"]
+
+        [tool.ruff]
+        line-length = 80
+        indent-width = 2
+
+        [tool.ruff.lint]
+        select = ["F", "W"]
+        """))
+    (self.repo / "jax").mkdir()
+    self._write("x: int = 1\n")
+
+  def _write(self, text: str) -> None:
+    (self.repo / "jax/m.py").write_text(text)
+
+  def _lint(self, base: Any = None) -> dict[str, str]:
+    return series._lint(self.repo, sys.executable, ["jax/m.py"], base)  # pylint: disable=protected-access
+
+  def test_clean_code_passes_every_gate(self) -> None:
+    base = series._pyrefly_errors(self.repo, sys.executable)  # pylint: disable=protected-access
+    self.assertEqual(self._lint(base), {})
+
+  def test_hooks_find_whitespace_end_of_file_debuggers_and_syntax(
+      self) -> None:
+    self._write("import pdb\nx = 1 \n\n")
+    hooks = self._lint()["pre-commit hooks"]
+    self.assertIn("jax/m.py:2: trailing-whitespace", hooks)
+    self.assertIn("jax/m.py: end-of-file-fixer", hooks)
+    self.assertIn("jax/m.py:1: debug-statements", hooks)
+    self._write("def f(:\n")
+    self.assertIn("check-ast", self._lint()["pre-commit hooks"])
+
+  def test_ruff_runs_with_the_tree_configuration(self) -> None:
+    self._write("import os\nx: int = 1\n")  # F401, in the tree's selection.
+    self.assertIn("F401", self._lint()["ruff"])
+
+  def test_pyrefly_reports_only_errors_the_base_lacks(self) -> None:
+    self._write("x: int = 'a'\n")
+    base = series._pyrefly_errors(self.repo, sys.executable)  # pylint: disable=protected-access
+    self.assertLen(base, 1)
+    self._write("\n\nx: int = 'a'\n")  # The same error, moved down.
+    self.assertNotIn("pyrefly (whole tree)", self._lint(base))
+    self._write("x: int = 'a'\ny: str = 1\n")
+    self.assertIn("jax/m.py: [bad-assignment]",
+                  self._lint(base)["pyrefly (whole tree)"])
+
+
 class AuthorTest(absltest.TestCase):
   """Who the patches say wrote them: --author, or git's configuration."""
 
@@ -335,6 +392,7 @@ class InstalledJaxSeriesTest(absltest.TestCase):
         self.assertTrue(step.applied)
         self.assertTrue(step.imports)
         self.assertEqual(step.type_check, "ok")
+        self.assertEqual(step.lint, {})
         self.assertEmpty(step.failed_claims)
         self.assertEmpty(step.failed_probes)
         self.assertEmpty(step.failed_after_series)

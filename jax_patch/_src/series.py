@@ -15,17 +15,23 @@
 """``jax-patch series``: the upstream pull request, as a patch series.
 
 :func:`write_series` applies the patches of ``series_patches.SERIES`` its
-jaxlib range needs to a JAX tree one patch at a time, committing each in a scratch git repository, and writes
-them out with ``git format-patch``. :func:`check_series` applies them with
-``git am`` to a scratch copy of the tree and, after each, checks that JAX
-imports, that the target's own type checker (pyrefly or mypy, as its
-``pyproject.toml`` configures) accepts the touched files, that the
-conformance cases the patches so far claim pass against the target's
-``jax.numpy.from_dlpack``, and (where asked) the target's own DLPack test.
+jaxlib range needs to a JAX tree one patch at a time, committing each in a
+scratch git repository, and writes them out with ``git format-patch``,
+each with its pull request description and CHANGELOG.md entry beside it.
+:func:`check_series` applies them with ``git am`` to a scratch copy of the
+tree and, after each, checks that JAX imports, that the target's own type
+checker (pyrefly or mypy, as its ``pyproject.toml`` configures) accepts the
+touched files, that JAX's pre-commit gates pass (its hooks and ruff on the
+touched files, pyrefly over the whole tree with no error the base lacks),
+that the conformance cases the patches so far claim pass against the
+target's ``jax.numpy.from_dlpack``, and (where asked) the target's own
+DLPack test.
 """
 
 from __future__ import annotations
 
+import ast
+import collections
 import dataclasses
 import json
 import os
@@ -90,12 +96,15 @@ class StepResult:
       default_factory=dict)
   interop_test: str = ""  # pytest's summary line, if it ran
   interop_passed: bool | None = None  # None: not run
+  # JAX's pre-commit gates that fail, by gate: the hooks on the touched
+  # files, ruff on them, and pyrefly's new errors over the whole tree.
+  lint: dict[str, str] = dataclasses.field(default_factory=dict)
 
   @property
   def ok(self) -> bool:
     return (self.applied and self.imports and self.type_check == "ok"
             and not self.failed_claims and not self.failed_probes
-            and not self.failed_after_series
+            and not self.failed_after_series and not self.lint
             and self.interop_passed is not False)
 
 
@@ -290,8 +299,9 @@ def check_series(target: Target, patches: list[pathlib.Path],
   probed: list[series_patches.SeriesPatch] = []
   with tempfile.TemporaryDirectory() as scratch:
     repo = _scratch_repo(target, pathlib.Path(scratch))
-    checker = _checker(repo)
+    checker = _checker(repo, python)
     jaxlib = _jaxlib_version(repo, python)
+    base_errors = _pyrefly_errors(repo, python) if checker else None
     for index, (patch_file, patch) in enumerate(
         zip(patches, patches_for(target)), start=1):
       step = StepResult(index, patch.subject)
@@ -316,6 +326,7 @@ def check_series(target: Target, patches: list[pathlib.Path],
       if patch.typing_probe:
         touched.append(_write_probe(repo, patch))
       step.type_check = _type_check(repo, python, checker, touched)
+      step.lint = _lint(repo, python, touched_files(patch_file), base_errors)
       if probe_before == "ok":
         step.type_check = ("the typing probe passes before the patch too: "
                            "it shows nothing")
@@ -391,12 +402,14 @@ def _write_probe(repo: pathlib.Path, patch: series_patches.SeriesPatch) -> str:
   return path
 
 
-def _checker(repo: pathlib.Path) -> list[str]:
+def _checker(repo: pathlib.Path, python: str) -> list[str]:
   """The target's own type checker, as ``python`` arguments; [] if none."""
   config = (repo / "pyproject.toml").read_text() if (
       repo / "pyproject.toml").is_file() else ""
   if "[tool.pyrefly]" in config:
-    return ["-m", "pyrefly", "check"]
+    # Told the interpreter: by default it asks the first python on PATH.
+    return ["-m", "pyrefly", "check", "--python-interpreter-path",
+            _interpreter_path(python)]
   if "[tool.mypy]" in config:
     return ["-m", "mypy", "--config-file", "pyproject.toml"]
   return []
@@ -411,6 +424,102 @@ def _type_check(repo: pathlib.Path, python: str, checker: list[str],
   if done.returncode:
     return (done.stdout + done.stderr).strip()[-2000:] or "failed"
   return "ok"
+
+
+def _interpreter_path(python: str) -> str:
+  return str(pathlib.Path(shutil.which(python) or python).absolute())
+
+
+# The modules pre-commit's debug-statements hook refuses to see imported.
+_DEBUGGERS = frozenset({"bpdb", "ipdb", "pdb", "pdbr", "pudb", "pydevd_pycharm",
+                        "q", "rdb", "rpdb", "wdb"})
+
+
+def _hook_problems(repo: pathlib.Path, files: list[str]) -> list[str]:
+  """What JAX's pre-commit hooks (check-ast, end-of-file-fixer,
+  trailing-whitespace, debug-statements) find in ``files``' Python."""
+  problems = []
+  for name in files:
+    if not name.endswith((".py", ".pyi")) or not (repo / name).is_file():
+      continue
+    text = (repo / name).read_text()
+    try:
+      tree = ast.parse(text, name)
+    except SyntaxError as err:
+      problems.append(f"{name}:{err.lineno}: check-ast: {err.msg}")
+      continue
+    if name.endswith(".py"):
+      if text and (not text.endswith("\n") or text.endswith("\n\n")):
+        problems.append(f"{name}: end-of-file-fixer: the file must end in "
+                        "one newline")
+      problems.extend(
+          f"{name}:{number}: trailing-whitespace"
+          for number, line in enumerate(text.splitlines(), start=1)
+          if line != line.rstrip())
+      problems.extend(f"{name}:{getattr(node, 'lineno', '?')}: "
+                      "debug-statements"
+                      for node in ast.walk(tree) if _is_debugging(node))
+  return problems
+
+
+def _is_debugging(node: ast.AST) -> bool:
+  if isinstance(node, ast.Import):
+    return any(alias.name.split(".")[0] in _DEBUGGERS for alias in node.names)
+  if isinstance(node, ast.ImportFrom):
+    return (node.module or "").split(".")[0] in _DEBUGGERS
+  return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+          and node.func.id == "breakpoint")
+
+
+def _pyrefly_errors(repo: pathlib.Path,
+                    python: str) -> collections.Counter[tuple[str, ...]]:
+  """pyrefly's errors over the whole tree, as JAX's pre-commit runs it.
+
+  Keyed by file, kind and message, not line: a patch moves lines.
+
+  Raises:
+    SeriesError: pyrefly did not run.
+  """
+  done = _run(repo, python, "-m", "pyrefly", "check",
+              "--python-interpreter-path", _interpreter_path(python),
+              "--output-format", "json")
+  try:
+    errors = json.loads(done.stdout)["errors"]
+  except (ValueError, KeyError) as err:
+    raise SeriesError(f"pyrefly did not run in {python}: "
+                      f"{(done.stdout + done.stderr)[-1000:]}") from err
+  return collections.Counter(
+      (error["path"], error["name"], error["concise_description"])
+      for error in errors)
+
+
+def _lint(repo: pathlib.Path, python: str, touched: list[str],
+          base_errors: collections.Counter[tuple[str, ...]] | None
+          ) -> dict[str, str]:
+  """JAX's pre-commit gates after a step: the failing ones, with why.
+
+  Args:
+    touched: the files the step's patch changed.
+    base_errors: pyrefly's errors on the unpatched tree; ``None`` where the
+      target configures no pyrefly.
+  """
+  failed = {}
+  hooks = _hook_problems(repo, touched)
+  if hooks:
+    failed["pre-commit hooks"] = "\n".join(hooks)
+  python_files = [name for name in touched
+                  if name.endswith((".py", ".pyi")) and (repo / name).is_file()]
+  if python_files:
+    done = _run(repo, python, "-m", "ruff", "check", "--no-cache", "--quiet",
+                *python_files)
+    if done.returncode:
+      failed["ruff"] = (done.stdout + done.stderr).strip()[-2000:]
+  if base_errors is not None:
+    new = _pyrefly_errors(repo, python) - base_errors
+    if new:
+      failed["pyrefly (whole tree)"] = "\n".join(
+          f"{path}: [{kind}] {message}" for path, kind, message in sorted(new))
+  return failed
 
 
 _CASES_SCRIPT = """

@@ -43,7 +43,8 @@ _TYPING = _ROOT / "tests" / "typing"
 _SEED = _TYPING / "seed"
 _USAGE = _TYPING / "from_dlpack_usage.py"
 _ORDINARY = _TYPING / "ordinary_jax_usage.py"
-_README = _ROOT / "README.md"
+# "Typing in your CI", which the README links.
+_TYPING_DOC = _ROOT / "docs" / "typing.md"
 _BINDING_SHAPES = _TYPING / "binding_shapes.py"
 _MYPY_ERROR = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+): error: .*"
                          r"\[(?P<code>[a-z-]+)\]$", re.MULTILINE)
@@ -95,13 +96,14 @@ def pytype_run(path: pathlib.Path,
 
 
 def readme_snippet(checker: str) -> str:
-  """The README's configuration for ``checker``: the code block after its
+  """The documented configuration for ``checker``: the code block after its
   ``<!-- typing-ci: checker -->`` marker, dedented."""
   match = re.search(
       rf"<!-- typing-ci: {checker} -->\n(?P<indent>[ \t]*)```[a-z]*\n"
-      r"(?P<body>.*?)\n(?P=indent)```", _README.read_text(), re.DOTALL)
+      r"(?P<body>.*?)\n(?P=indent)```", _TYPING_DOC.read_text(), re.DOTALL)
   if match is None:
-    raise AssertionError(f"README.md has no typing-ci snippet for {checker}")
+    raise AssertionError(
+        f"docs/typing.md has no typing-ci snippet for {checker}")
   indent = match["indent"]
   return "".join(line[len(indent):] + "\n" if line.startswith(indent)
                  else line + "\n" for line in match["body"].splitlines())

@@ -19,6 +19,7 @@ JAX the series is written for (jaxlib 0.11 on): the version matrix runs them
 on 0.12.0.1, and `.ci/run` also checks the series on that release's sdist.
 """
 
+import collections
 import os
 
 # Several CPU devices, before JAX creates its CPU backend.
@@ -159,7 +160,12 @@ class LintTest(absltest.TestCase):
     super().setUp()
     scratch = tempfile.TemporaryDirectory()
     self.addCleanup(scratch.cleanup)
-    self.repo = pathlib.Path(scratch.name)
+    # Under an ignored folder, as nox's TMPDIR (.nox/) puts a scratch tree.
+    ignoring = pathlib.Path(scratch.name)
+    (ignoring / ".gitignore").write_text("*\n")
+    self.repo = ignoring / "tree"
+    self.repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(self.repo)], check=True)
     (self.repo / "pyproject.toml").write_text(textwrap.dedent("""\
         [tool.pyrefly]
         project-includes = ["jax/**/*.py*"]
@@ -177,8 +183,13 @@ class LintTest(absltest.TestCase):
   def _write(self, text: str) -> None:
     (self.repo / "jax/m.py").write_text(text)
 
-  def _lint(self, base: Any = None) -> dict[str, str]:
-    return series._lint(self.repo, sys.executable, ["jax/m.py"], base)  # pylint: disable=protected-access
+  def _lint(self, base: Any = None,
+            ruff_before: Any = None) -> dict[str, str]:
+    return series._lint(self.repo, sys.executable, ["jax/m.py"],  # pylint: disable=protected-access
+                        ruff_before or collections.Counter(), base)
+
+  def _ruff_findings(self) -> Any:
+    return series._ruff_findings(self.repo, sys.executable, ["jax/m.py"])  # pylint: disable=protected-access
 
   def test_clean_code_passes_every_gate(self) -> None:
     base = series._pyrefly_errors(self.repo, sys.executable)  # pylint: disable=protected-access
@@ -196,7 +207,25 @@ class LintTest(absltest.TestCase):
 
   def test_ruff_runs_with_the_tree_configuration(self) -> None:
     self._write("import os\nx: int = 1\n")  # F401, in the tree's selection.
-    self.assertIn("F401", self._lint()["ruff"])
+    self.assertIn("jax/m.py: F401", self._lint()["ruff"])
+    self._write("x: int = 1  # " + "a" * 80 + "\n")  # E501 is not selected.
+    self.assertNotIn("ruff", self._lint())
+
+  def test_ruff_reports_only_findings_the_step_adds(self) -> None:
+    # A release's tree may already fail the pinned ruff.
+    self._write("import os\nx: int = 1\n")
+    before = self._ruff_findings()
+    self.assertLen(before, 1)
+    self._write("\n\nimport os\nx: int = 1\n")  # The same finding, moved.
+    self.assertNotIn("ruff", self._lint(ruff_before=before))
+    self._write("import os\nimport sys\nx: int = 1\n")
+    ruff = self._lint(ruff_before=before)["ruff"]
+    self.assertIn("`sys` imported but unused", ruff)
+    self.assertNotIn("`os`", ruff)
+
+  def test_pyrefly_checks_a_tree_under_an_ignored_folder(self) -> None:
+    self._write("x: int = 'a'\n")
+    self.assertLen(series._pyrefly_errors(self.repo, sys.executable), 1)  # pylint: disable=protected-access
 
   def test_pyrefly_reports_only_errors_the_base_lacks(self) -> None:
     self._write("x: int = 'a'\n")
@@ -375,10 +404,11 @@ class InstalledJaxSeriesTest(absltest.TestCase):
       self.assertTrue(text.startswith("From "))
       self.assertIn("From: A Contributor <contributor@example.com>\n", text)
       self.assertIn(f"Subject: [PATCH] {patch.subject}\n", text)
-      stem = patch_file.with_suffix("")
-      self.assertEqual(stem.with_suffix(".description.md").read_text(),
+      # Not with_suffix: a subject's "jax.Array" puts a dot in the name.
+      stem = str(patch_file)[:-len(".patch")]
+      self.assertEqual(pathlib.Path(f"{stem}.description.md").read_text(),
                        series_patches.description(patch))
-      self.assertEqual(stem.with_suffix(".changelog.md").read_text(),
+      self.assertEqual(pathlib.Path(f"{stem}.changelog.md").read_text(),
                        series_patches.changelog(patch))
       self.assertIn(patch.body.splitlines()[0], text)
       self.assertIn("diff --git a/jax/_src/", text)

@@ -313,6 +313,7 @@ def check_series(target: Target, patches: list[pathlib.Path],
       probes = bool(patch.runtime_probe) and patch.shows_on_jaxlib(jaxlib)
       runtime_before = (_runtime_probe(repo, python, patch.runtime_probe)
                         if probes else "")
+      lint_before = _ruff_findings(repo, python, touched_files(patch_file))
       try:
         _git(repo, "am", "-q", str(patch_file.absolute()))
       except SeriesError as err:
@@ -326,7 +327,8 @@ def check_series(target: Target, patches: list[pathlib.Path],
       if patch.typing_probe:
         touched.append(_write_probe(repo, patch))
       step.type_check = _type_check(repo, python, checker, touched)
-      step.lint = _lint(repo, python, touched_files(patch_file), base_errors)
+      step.lint = _lint(repo, python, touched_files(patch_file), lint_before,
+                        base_errors)
       if probe_before == "ok":
         step.type_check = ("the typing probe passes before the patch too: "
                            "it shows nothing")
@@ -480,9 +482,11 @@ def _pyrefly_errors(repo: pathlib.Path,
   Raises:
     SeriesError: pyrefly did not run.
   """
+  # The scratch tree may sit under an ignored folder (nox's TMPDIR is in
+  # .nox/): ignore files above the tree must not hide it from pyrefly.
   done = _run(repo, python, "-m", "pyrefly", "check",
               "--python-interpreter-path", _interpreter_path(python),
-              "--output-format", "json")
+              "--use-ignore-files=false", "--output-format", "json")
   try:
     errors = json.loads(done.stdout)["errors"]
   except (ValueError, KeyError) as err:
@@ -493,13 +497,44 @@ def _pyrefly_errors(repo: pathlib.Path,
       for error in errors)
 
 
+def _ruff_findings(repo: pathlib.Path, python: str,
+                   files: list[str]) -> collections.Counter[tuple[str, ...]]:
+  """ruff's findings in ``files``, with the tree's own configuration.
+
+  Keyed by file, rule and message, not line: a patch moves lines.
+
+  Raises:
+    SeriesError: ruff did not run.
+  """
+  python_files = [name for name in files
+                  if name.endswith((".py", ".pyi")) and (repo / name).is_file()]
+  if not python_files:
+    return collections.Counter()
+  done = _run(repo, python, "-m", "ruff", "check", "--no-cache",
+              "--output-format", "json", *python_files)
+  try:
+    findings = json.loads(done.stdout)
+  except ValueError as err:
+    raise SeriesError(f"ruff did not run in {python}: "
+                      f"{(done.stdout + done.stderr)[-1000:]}") from err
+  return collections.Counter(
+      (str(pathlib.Path(finding["filename"]).relative_to(repo.resolve())),
+       finding["code"] or "", finding["message"])
+      for finding in findings)
+
+
 def _lint(repo: pathlib.Path, python: str, touched: list[str],
+          ruff_before: collections.Counter[tuple[str, ...]],
           base_errors: collections.Counter[tuple[str, ...]] | None
           ) -> dict[str, str]:
   """JAX's pre-commit gates after a step: the failing ones, with why.
 
+  A release's own tree need not pass the ruff pinned here, so only what the
+  step adds counts, for ruff as for pyrefly.
+
   Args:
     touched: the files the step's patch changed.
+    ruff_before: ruff's findings in ``touched`` before the step.
     base_errors: pyrefly's errors on the unpatched tree; ``None`` where the
       target configures no pyrefly.
   """
@@ -507,13 +542,10 @@ def _lint(repo: pathlib.Path, python: str, touched: list[str],
   hooks = _hook_problems(repo, touched)
   if hooks:
     failed["pre-commit hooks"] = "\n".join(hooks)
-  python_files = [name for name in touched
-                  if name.endswith((".py", ".pyi")) and (repo / name).is_file()]
-  if python_files:
-    done = _run(repo, python, "-m", "ruff", "check", "--no-cache", "--quiet",
-                *python_files)
-    if done.returncode:
-      failed["ruff"] = (done.stdout + done.stderr).strip()[-2000:]
+  new_ruff = _ruff_findings(repo, python, touched) - ruff_before
+  if new_ruff:
+    failed["ruff"] = "\n".join(
+        f"{path}: {code} {message}" for path, code, message in sorted(new_ruff))
   if base_errors is not None:
     new = _pyrefly_errors(repo, python) - base_errors
     if new:

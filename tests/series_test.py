@@ -160,15 +160,17 @@ class LintTest(absltest.TestCase):
     super().setUp()
     scratch = tempfile.TemporaryDirectory()
     self.addCleanup(scratch.cleanup)
-    # Under an ignored folder, as nox's TMPDIR (.nox/) puts a scratch tree.
+    # In a hidden, ignored folder, as nox's TMPDIR (.nox/) puts a scratch
+    # tree.
     ignoring = pathlib.Path(scratch.name)
     (ignoring / ".gitignore").write_text("*\n")
-    self.repo = ignoring / "tree"
-    self.repo.mkdir()
+    self.repo = ignoring / ".nox" / "tree"
+    self.repo.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(self.repo)], check=True)
     (self.repo / "pyproject.toml").write_text(textwrap.dedent("""\
         [tool.pyrefly]
         project-includes = ["jax/**/*.py*"]
+        project-excludes = ["jax/excluded/*.py"]
 
         [tool.ruff]
         line-length = 80
@@ -223,9 +225,13 @@ class LintTest(absltest.TestCase):
     self.assertIn("`sys` imported but unused", ruff)
     self.assertNotIn("`os`", ruff)
 
-  def test_pyrefly_checks_a_tree_under_an_ignored_folder(self) -> None:
+  def test_pyrefly_checks_a_tree_in_a_hidden_ignored_folder(self) -> None:
     self._write("x: int = 'a'\n")
-    self.assertLen(series._pyrefly_errors(self.repo, sys.executable), 1)  # pylint: disable=protected-access
+    (self.repo / "jax/excluded").mkdir()
+    (self.repo / "jax/excluded/e.py").write_text("y: int = 'a'\n")
+    errors = series._pyrefly_errors(self.repo, sys.executable)  # pylint: disable=protected-access
+    # The tree's own excludes still hold.
+    self.assertEqual([path for path, _, _ in errors], ["jax/m.py"])
 
   def test_pyrefly_reports_only_errors_the_base_lacks(self) -> None:
     self._write("x: int = 'a'\n")

@@ -482,11 +482,15 @@ def _pyrefly_errors(repo: pathlib.Path,
   Raises:
     SeriesError: pyrefly did not run.
   """
-  # The scratch tree may sit under an ignored folder (nox's TMPDIR is in
-  # .nox/): ignore files above the tree must not hide it from pyrefly.
+  # The scratch tree may sit in a hidden, ignored folder (nox's TMPDIR is
+  # in .nox/), which pyrefly's default excludes and ignore files would skip
+  # whole. The tree's own project-excludes still hold; the defaults dropped
+  # (node_modules, venv, __pycache__) hold nothing of a git copy's.
   done = _run(repo, python, "-m", "pyrefly", "check",
               "--python-interpreter-path", _interpreter_path(python),
-              "--use-ignore-files=false", "--output-format", "json")
+              "--use-ignore-files=false",
+              "--disable-project-excludes-heuristics",
+              "--output-format", "json")
   try:
     errors = json.loads(done.stdout)["errors"]
   except (ValueError, KeyError) as err:

@@ -116,6 +116,51 @@ class SeriesClaimsTest(parameterized.TestCase):
     self.assertEqual(len(slugs), len(set(slugs)))
 
 
+class DependencyTest(parameterized.TestCase):
+  """Which pull requests go on the base alone, and which after which."""
+
+  def test_dependencies_are_earlier_behaviours(self) -> None:
+    for index, patch in enumerate(series_patches.SERIES):
+      earlier = {each.behaviour for each in series_patches.SERIES[:index]}
+      with self.subTest(patch.slug):
+        self.assertEmpty(set(patch.depends_on) - earlier)
+
+  @parameterized.named_parameters(
+      ("main", (0, 11, 0), (0, 11, 1), False),
+      ("release_0_12", (0, 11, 2), (0, 12, 0), True))
+  def test_dependencies_are_transitive_and_in_series_order(
+      self, min_jaxlib: tuple[int, ...], max_jaxlib: tuple[int, ...],
+      imports_versioned: bool) -> None:
+    patches = series_patches.for_target(min_jaxlib, max_jaxlib,
+                                        imports_versioned)
+    by_slug = {patch.slug: patch for patch in patches}
+    chain = series_patches.with_dependencies(
+        by_slug["copy-false-producer-copied"], patches)
+    self.assertEqual([patch.behaviour for patch in chain], [
+        "exception-classes", "raise-under-transformations", "strided-input",
+        "versioned-import", "versioned-export", "copy-false-producer-copied"])
+    self.assertEqual(series_patches.with_dependencies(
+        by_slug["exception-classes"], patches), (by_slug["exception-classes"],))
+
+  def test_a_behaviour_the_target_lacks_is_no_dependency(self) -> None:
+    # From jaxlib 0.12 on, jaxlib imports DLPack 1.x itself.
+    patches = series_patches.for_target((0, 12, 0), (0, 13, 0), True)
+    copied, = (patch for patch in patches
+               if patch.slug == "copy-false-producer-copied")
+    self.assertNotIn("versioned-import",
+                     [patch.behaviour for patch in patches])
+    self.assertEqual(series_patches.with_dependencies(copied, patches)[-1],
+                     copied)
+
+  def test_most_pull_requests_need_at_most_the_exception_classes(
+      self) -> None:
+    # Once the first merges, they go to main in any order.
+    patches = series_patches.for_target((0, 11, 0), (0, 11, 1), False)
+    after_first = [patch.slug for patch in patches
+                   if set(patch.depends_on) <= {"exception-classes"}]
+    self.assertGreaterEqual(len(after_first), 12)
+
+
 class PullRequestFilesTest(parameterized.TestCase):
   """What goes beside each patch: its description and changelog entry."""
 
@@ -386,7 +431,9 @@ class InstalledJaxSeriesTest(absltest.TestCase):
 
   scratch: Any
   patches: list[pathlib.Path]
+  stack: list[pathlib.Path]
   steps: list[series.StepResult]
+  alone: list[series.StepResult]
 
   @classmethod
   def setUpClass(cls) -> None:
@@ -395,8 +442,66 @@ class InstalledJaxSeriesTest(absltest.TestCase):
     out = pathlib.Path(cls.scratch.name) / "patches"
     target = series.read_target(_INSTALLED_ROOT)
     cls.patches = series.write_series(target, out, _AUTHOR)
-    cls.steps = series.check_series(target, cls.patches,
-                                    python=sys.executable)
+    cls.stack = series.stack_files(out)
+    cls.steps = series.check_series(target, cls.stack, python=sys.executable)
+    cls.alone = series.check_alone(target, cls.patches, python=sys.executable)
+
+  def test_every_pull_request_applies_on_its_dependencies_alone(
+      self) -> None:
+    self.assertLen(self.alone, len(_installed_series()))
+    for step in self.alone:
+      with self.subTest(step.subject):
+        self.assertTrue(step.applied, step.type_check)
+        self.assertTrue(step.imports)
+        self.assertEqual(step.type_check, "ok")
+        self.assertEqual(step.lint, {})
+        self.assertEmpty(step.failed_claims)
+        self.assertEmpty(step.failed_probes)
+
+  def test_a_pull_request_without_dependencies_applies_to_the_base(
+      self) -> None:
+    target = series.read_target(_INSTALLED_ROOT)
+    numbers = series.dependency_numbers(target)
+    alone = [patch_file for number, patch_file
+             in enumerate(self.patches, start=1) if not numbers[number]]
+    self.assertGreaterEqual(len(alone), 5)
+    with tempfile.TemporaryDirectory() as scratch:
+      repo = series._scratch_repo(target, pathlib.Path(scratch))  # pylint: disable=protected-access
+      for patch_file in alone:
+        with self.subTest(patch_file.name):
+          done = subprocess.run(
+              ["git", "-C", str(repo), "apply", "--check", str(patch_file)],
+              capture_output=True, text=True, check=False)
+          self.assertEqual(done.returncode, 0, done.stderr)
+
+  def test_a_merged_pull_request_drops_out_and_frees_those_after_it(
+      self) -> None:
+    target = series.read_target(_INSTALLED_ROOT)
+    first, *_ = _installed_series()
+    with tempfile.TemporaryDirectory() as scratch:
+      main = series._scratch_repo(target, pathlib.Path(scratch))  # pylint: disable=protected-access
+      series._apply(first, main, with_tests=False)  # pylint: disable=protected-access
+      merged = series.read_target(main)
+      self.assertEqual(series.merged_in(merged), [first.subject])
+      rest = series.patches_for(merged)
+      self.assertEqual(rest, _installed_series()[1:])
+      # Only exception-classes went before it.
+      raising = rest.index(next(patch for patch in rest
+                                if patch.behaviour ==
+                                "raise-under-transformations"))
+      self.assertEqual(series.dependency_numbers(merged)[raising + 1], [])
+      out = pathlib.Path(scratch) / "out"
+      written = series.write_series(merged, out, _AUTHOR)
+      self.assertLen(written, len(rest))
+      done = subprocess.run(
+          ["git", "-C", str(main), "apply", "--check", str(written[raising])],
+          capture_output=True, text=True, check=False)
+      self.assertEqual(done.returncode, 0, done.stderr)
+
+  def test_the_stack_holds_the_same_commits(self) -> None:
+    self.assertLen(self.stack, len(self.patches))
+    for stacked, pull_request in zip(self.stack, self.patches):
+      self.assertEqual(stacked.name, pull_request.name)
 
   @classmethod
   def tearDownClass(cls) -> None:

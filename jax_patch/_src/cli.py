@@ -384,25 +384,37 @@ def _series_command(args: argparse.Namespace) -> int:
   except series.SeriesError as err:
     print(f"jax-patch series: {err}", file=sys.stderr)
     return 1
+  for subject in series.merged_in(target):
+    print(f"already in the target, left out: {subject}")
   print(f"wrote {len(patches)} patches for JAX {target.jax_version} "
         f"(jaxlib >= {'.'.join(map(str, target.min_jaxlib))}) into {out}")
   for patch in patches:
     print(f"  {patch.name}")
   if not args.check:
     return 0
-  results = series.check_series(target, patches, python=args.python,
+  alone = series.check_alone(target, patches, python=args.python)
+  _print_steps("pull request", alone, series.dependency_numbers(target))
+  stack = series.stack_files(out)
+  results = series.check_series(target, stack, python=args.python,
                                 interop_test=args.interop_test)
+  _print_steps("stack step", results, {})
+  failed = (sum(not step.ok for step in alone + results)
+            + len(patches) - len(alone) + len(stack) - len(results))
+  print(f"{len(alone) + len(results) - failed} passed, {failed} failed")
+  return 1 if failed else 0
+
+
+def _print_steps(kind: str, results: list[Any],
+                 dependencies: dict[int, list[int]]) -> None:
   for step in results:
+    after = dependencies.get(step.index)
+    on = f" (after {', '.join(map(str, after))})" if after else ""
     interop = f" (DLPack test: {step.interop_test})" if step.interop_test else ""
-    print(f"step {step.index}: {'ok' if step.ok else 'FAILED'}: "
+    print(f"{kind} {step.index}{on}: {'ok' if step.ok else 'FAILED'}: "
           f"{step.subject}{interop}")
     if not step.ok:
       print(textwrap.indent(json.dumps(dataclasses.asdict(step), indent=1),
                             "    "))
-  failed = sum(not step.ok for step in results) + (
-      len(patches) - len(results))
-  print(f"{len(results) - failed} passed, {failed} failed")
-  return 1 if failed else 0
 
 
 def _add_stubs_parser(commands: Any) -> None:

@@ -142,9 +142,45 @@ def read_target(root: pathlib.Path) -> Target:
 
 
 def patches_for(target: Target) -> tuple[series_patches.SeriesPatch, ...]:
-  """The patches ``target``'s jaxlib range and import path need."""
+  """The patches ``target``'s jaxlib range and import path need, less those
+  it has merged (:func:`merged_in`)."""
+  return tuple(patch for patch in _needed(target)
+               if not _is_merged(patch, target))
+
+
+def merged_in(target: Target) -> list[str]:
+  """The subjects of the patches ``target`` already holds, as merged.
+
+  As pull requests merge one by one, the series is rewritten against the
+  new main: a merged one drops out, and those that went after it apply
+  to main by themselves.
+  """
+  return [patch.subject for patch in _needed(target)
+          if _is_merged(patch, target)]
+
+
+def _needed(target: Target) -> tuple[series_patches.SeriesPatch, ...]:
   return series_patches.for_target(target.min_jaxlib, target.max_jaxlib,
                                    target.imports_versioned)
+
+
+def _is_merged(patch: series_patches.SeriesPatch, target: Target) -> bool:
+  """Whether every text ``patch`` writes is in ``target`` already."""
+  edits = patch.edits + (patch.test_edits if target.has_interop_test else ())
+  for edit in edits:
+    path = target.root / edit.path
+    if not path.is_file() or edit.new not in path.read_text():
+      return False
+  return True
+
+
+def dependency_numbers(target: Target) -> dict[int, list[int]]:
+  """Each pull request's number: the numbers of those it goes on after."""
+  patches = patches_for(target)
+  return {
+      number: [patches.index(dependency) + 1 for dependency in
+               series_patches.with_dependencies(patch, patches)[:-1]]
+      for number, patch in enumerate(patches, start=1)}
 
 
 def author_from(author: str | None, root: pathlib.Path) -> tuple[str, str]:
@@ -235,11 +271,15 @@ def _apply(patch: series_patches.SeriesPatch, repo: pathlib.Path,
 
 def write_series(target: Target, out: pathlib.Path,
                  author: tuple[str, str]) -> list[pathlib.Path]:
-  """Writes the series for ``target`` (see :func:`read_target`) into ``out``.
+  """Writes the pull requests for ``target`` (see :func:`read_target`).
 
-  Beside each ``NNNN-name.patch`` go ``NNNN-name.description.md``, the pull
-  request's description, and ``NNNN-name.changelog.md``, its entry for
-  JAX's CHANGELOG.md.
+  Each ``out/NNNN-name.patch`` is one pull request's commit, made against
+  the target and the commits of the patch's declared dependencies only
+  (``series_patches.with_dependencies``): one that needs none applies to the
+  target by itself. Beside it go ``NNNN-name.description.md``, the pull
+  request's description, and ``NNNN-name.changelog.md``, its entry for JAX's
+  CHANGELOG.md. ``out/stack/`` holds the same commits made one on another,
+  in order: what the target becomes as they merge (:func:`stack_files`).
 
   Args:
     target: the JAX tree.
@@ -248,31 +288,61 @@ def write_series(target: Target, out: pathlib.Path,
       (:func:`author_from`).
 
   Returns:
-    The patch files, in the order ``git am`` applies them.
+    The pull requests' patch files, in the recommended order.
 
   Raises:
     SeriesError: a patch's text is not in the target.
   """
   out.mkdir(parents=True, exist_ok=True)
+  # A series written before, maybe for another target, must not mix in.
+  for pattern in ("*.patch", "*.description.md", "*.changelog.md",
+                  "stack/*.patch"):
+    for stale in out.glob(pattern):
+      stale.unlink()
   patches = patches_for(target)
+  pull_requests = []
   with tempfile.TemporaryDirectory() as scratch:
     repo = _scratch_repo(target, pathlib.Path(scratch))
     base = _git(repo, "rev-parse", "HEAD").strip()
-    for patch in patches:
-      _apply(patch, repo, target.has_interop_test)
-      message = f"{patch.subject}\n\n{patch.body}"
-      _git(repo, "add", "-A")
-      _git(repo, "commit", "-q", "-m", message, who=author)
-    _git(repo, "format-patch", "-q", "--no-signature", "--zero-commit",
-         "--no-numbered", "-o", str(out.absolute()), f"{base}..HEAD")
-  patch_files = sorted(out.glob("*.patch"))
-  for patch_file, patch in zip(patch_files, patches):
+    for number, patch in enumerate(patches, start=1):
+      _git(repo, "checkout", "-q", "--detach", base)
+      _commit(repo, series_patches.with_dependencies(patch, patches), target,
+              author)
+      pull_requests.extend(_format_patches(repo, "HEAD~1", out, number))
+    _git(repo, "checkout", "-q", "--detach", base)
+    _commit(repo, patches, target, author)
+    _format_patches(repo, base, out / "stack", 1)
+  for patch_file, patch in zip(pull_requests, patches):
     stem = patch_file.name[:-len(".patch")]
     (out / f"{stem}.description.md").write_text(
         series_patches.description(patch))
     (out / f"{stem}.changelog.md").write_text(
         series_patches.changelog(patch))
-  return patch_files
+  return pull_requests
+
+
+def stack_files(out: pathlib.Path) -> list[pathlib.Path]:
+  """The whole series as :func:`write_series` wrote it into ``out``."""
+  return sorted((out / "stack").glob("*.patch"))
+
+
+def _commit(repo: pathlib.Path, patches: tuple[series_patches.SeriesPatch, ...],
+            target: Target, author: tuple[str, str]) -> None:
+  for patch in patches:
+    _apply(patch, repo, target.has_interop_test)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", f"{patch.subject}\n\n{patch.body}",
+         who=author)
+
+
+def _format_patches(repo: pathlib.Path, since: str, out: pathlib.Path,
+                    start: int) -> list[pathlib.Path]:
+  """``git format-patch`` of ``since..HEAD`` into ``out``, numbered from
+  ``start``; the files written, in order."""
+  written = _git(repo, "format-patch", "--no-signature", "--zero-commit",
+                 "--no-numbered", "--start-number", str(start), "-o",
+                 str(out.absolute()), f"{since}..HEAD")
+  return [pathlib.Path(line) for line in written.splitlines()]
 
 
 def touched_files(patch_file: pathlib.Path) -> list[str]:
@@ -348,6 +418,63 @@ def check_series(target: Target, patches: list[pathlib.Path],
     if results and results[-1].applied and len(results) == len(patches):
       results[-1].failed_after_series = _failed_after_series(
           repo, python, series_patches.NOT_YET_IN_SERIES)
+  return results
+
+
+def check_alone(target: Target, pull_requests: list[pathlib.Path],
+                python: str = sys.executable) -> list[StepResult]:
+  """Checks each pull request as a reviewer takes it: on ``target`` alone.
+
+  Each goes on a fresh copy of the target after only the commits of its
+  declared dependencies, with ``git am`` and no three-way merge, then
+  must import, pass its claims and theirs, its typing and runtime probes,
+  the type check of the files it touches and JAX's lint gates.
+
+  Args:
+    target: the JAX tree the pull requests were written for.
+    pull_requests: :func:`write_series`' files, in its order.
+    python: as for :func:`check_series`.
+  """
+  patches = patches_for(target)
+  results = []
+  with tempfile.TemporaryDirectory() as scratch:
+    repo = _scratch_repo(target, pathlib.Path(scratch))
+    base = _git(repo, "rev-parse", "HEAD").strip()
+    checker = _checker(repo, python)
+    jaxlib = _jaxlib_version(repo, python)
+    base_errors = _pyrefly_errors(repo, python) if checker else None
+    for index, (patch_file, patch) in enumerate(
+        zip(pull_requests, patches), start=1):
+      step = StepResult(index, patch.subject)
+      results.append(step)
+      _git(repo, "reset", "-q", "--hard", base)
+      _git(repo, "clean", "-q", "-fdx")
+      chain = series_patches.with_dependencies(patch, patches)
+      # The dependencies as the pull request was cut on them: in a queue,
+      # each of theirs merges first (their own files may not stack).
+      _commit(repo, chain[:-1], target, _SCRATCH_COMMITTER)
+      lint_before = _ruff_findings(repo, python, touched_files(patch_file))
+      try:
+        _git(repo, "am", "-q", str(patch_file.absolute()))
+      except SeriesError as err:
+        step.type_check = str(err)
+        _git(repo, "am", "--abort")
+        continue
+      step.applied = True
+      step.imports = _imports(repo, python)
+      touched = [path for path in touched_files(patch_file)
+                 if path.startswith("jax/")]
+      if patch.typing_probe:
+        touched.append(_write_probe(repo, patch))
+      step.type_check = _type_check(repo, python, checker, touched)
+      step.lint = _lint(repo, python, touched_files(patch_file), lint_before,
+                        base_errors)
+      claims = [claim for each in chain for claim in each.claims]
+      step.failed_claims = _failed_cases(repo, python, claims, skips_fail=True)
+      if patch.runtime_probe and patch.shows_on_jaxlib(jaxlib):
+        outcome = _runtime_probe(repo, python, patch.runtime_probe)
+        if outcome != "ok":
+          step.failed_probes[patch.slug] = outcome
   return results
 
 

@@ -91,6 +91,15 @@ class SeriesPatch:
   # (True: JAX 0.12 on), or only for those that do not (False): the two
   # differ in the text a patch edits.
   versioned_import: bool | None = None
+  # The behaviours (see ``behaviour``) whose code this patch edits: its pull
+  # request goes on the base after theirs. None: it applies to the base
+  # alone.
+  depends_on: tuple[str, ...] = ()
+
+  @property
+  def behaviour(self) -> str:
+    """The slug, less the jaxlib range that picks among a behaviour's forms."""
+    return self.slug.split("-before-jaxlib-")[0]
 
   def is_for(self, min_jaxlib: tuple[int, ...], max_jaxlib: tuple[int, ...],
              imports_versioned: bool) -> bool:
@@ -259,6 +268,7 @@ def is_supported_dtype(dtype: DTypeLike) -> bool:"""),
 _NO_SILENT_NARROWING = SeriesPatch(
     slug="copy-false-no-narrowing",
     subject="dlpack: copy=False never narrows a 64-bit import silently",
+    depends_on=("exception-classes",),
     body="""\
 With jax_enable_x64 off, from_dlpack(x, copy=False) on an int64 or float64
 array returned a copied int32 or float32 array. The Array API standard:
@@ -361,6 +371,7 @@ source, for any aligned input (from jax 0.8.1, when copy reached jaxlib).
 _NO_TRACING = SeriesPatch(
     slug="raise-under-transformations",
     subject="dlpack: from_dlpack raises inside JAX transformations",
+    depends_on=("exception-classes",),
     body="""\
 from_dlpack reads an external, mutable buffer that tracing cannot follow.
 Inside jit (or vmap, grad, scan) it imported the buffer at trace time and
@@ -473,6 +484,7 @@ Measured on jax 0.12.0.1 with 2 CPU devices: an array on cpu:1 reports
 _STRIDED_INPUT = SeriesPatch(
     slug="strided-input",
     subject="dlpack: import non-compact strides via the producer's copy",
+    depends_on=("exception-classes",),
     body="""\
 jaxlib imports only compact layouts: from_dlpack(x[::2]),
 from_dlpack(x[::-1]) and from_dlpack(np.broadcast_to(...)) raised
@@ -542,6 +554,7 @@ def _is_tensorflow_tensor(external_array):"""),
 _MULTI_DEVICE_SHARDING = SeriesPatch(
     slug="multi-device-sharding",
     subject="dlpack: place imports on multi-device shardings",
+    depends_on=("exception-classes", "copy-true-copies"),
     body="""\
 device= takes a Sharding, but from_dlpack refused any Sharding over more
 than one device ("can only unpack a dlpack tensor onto a singular device").
@@ -663,6 +676,7 @@ def _import_then_write(kind, device=None):
 _FINISHED_AT_RETURN = SeriesPatch(
     slug="finished-at-return",
     subject="dlpack: a copied or moved import has finished at return",
+    depends_on=("copy-false-no-narrowing", "copy-true-copies"),
     body="""\
 JAX copies and transfers asynchronously. When from_dlpack's result is not
 the producer's memory itself (a move to device=, a dtype conversion with
@@ -731,6 +745,7 @@ for kind in ("moved", "unaligned", "float64"):
 _FOREIGN_PLATFORM = SeriesPatch(
     slug="foreign-platform-host-copy",
     subject="dlpack: import a host copy from a platform JAX has no backend for",
+    depends_on=("exception-classes",),
     body="""\
 from_dlpack of a CUDA tensor under a CPU-only jaxlib raised RuntimeError
 "Unknown backend cuda", also with device= a CPU device. The DLPack
@@ -856,6 +871,7 @@ Measured on jax 0.12.0.1 (CPU-only): RuntimeError.
 _EXPORT_LEGACY_COPY = SeriesPatch(
     slug="export-legacy-copy",
     subject="dlpack: a DLPack 0.x export holds a copy",
+    depends_on=("exception-classes",),
     body="""\
 jax.Array.__dlpack__(max_version=(0, 8)) returned a 0.x capsule aliasing
 the array's buffer. A 0.x capsule cannot say READ_ONLY, so its consumer
@@ -1377,6 +1393,7 @@ assert _reads_after_null_deleter_import(convert=False) == 0, (
 _VERSIONED_IMPORT = SeriesPatch(
     slug="versioned-import",
     subject="dlpack: import DLPack 1.x capsules (read-only arrays)",
+    depends_on=("raise-under-transformations", "strided-input"),
     body="""\
 jaxlib before 0.12 imports only DLPack 0.x capsules, and from_dlpack
 asked producers for nothing newer, so what only 1.x can carry failed:
@@ -1415,6 +1432,7 @@ DLPACK_VERSION = (1, 0)
 _VERSIONED_IMPORT_BEFORE_JAXLIB_0_12 = SeriesPatch(
     slug="versioned-import-before-jaxlib-0.12",
     subject="dlpack: import DLPack 1.x capsules on jaxlib before 0.12",
+    depends_on=("raise-under-transformations", "strided-input"),
     body="""\
 from_dlpack asks producers for DLPack 1.x capsules only where jaxlib (0.12
 on) reads them. With jaxlib 0.11.2, which JAX still supports, it asks for
@@ -1549,6 +1567,7 @@ def _passes_max_version(branch: str) -> Edit:
 _VERSIONED_EXPORT = SeriesPatch(
     slug="versioned-export",
     subject="dlpack: export DLPack 1.x capsules, READ_ONLY or IS_COPIED",
+    depends_on=("versioned-import",),
     body=_VERSIONED_EXPORT_BODY + """
 Measured on jax main with jaxlib 0.11.1: np.from_dlpack(jnp.arange(4.0))
 is writable, and aliases the array.
@@ -1577,6 +1596,7 @@ is writable, and aliases the array.
 _VERSIONED_EXPORT_BEFORE_JAXLIB_0_12 = SeriesPatch(
     slug="versioned-export-before-jaxlib-0.12",
     subject="dlpack: export DLPack 1.x capsules on jaxlib before 0.12",
+    depends_on=("versioned-import",),
     body=_VERSIONED_EXPORT_BODY + """
 Measured on jax 0.12.0.1 with jaxlib 0.11.2:
 np.from_dlpack(jnp.arange(4.0)) is writable, and aliases the array.
@@ -1594,6 +1614,7 @@ np.from_dlpack(jnp.arange(4.0)) is writable, and aliases the array.
 _PRODUCER_COPIED = SeriesPatch(
     slug="copy-false-producer-copied",
     subject="dlpack: copy=False refuses a capsule flagged IS_COPIED",
+    depends_on=("versioned-export",),
     body="""\
 DLPack 1.0 has producers set IS_COPIED on a capsule that holds a copy,
 so that a consumer that must not copy can tell. from_dlpack ignored the
@@ -1749,6 +1770,25 @@ def for_target(min_jaxlib: tuple[int, ...], max_jaxlib: tuple[int, ...],
   whose from_dlpack imports DLPack 1.x capsules or not."""
   return tuple(patch for patch in SERIES
                if patch.is_for(min_jaxlib, max_jaxlib, imports_versioned))
+
+
+def with_dependencies(patch: SeriesPatch,
+                      series: tuple[SeriesPatch, ...]) -> tuple[SeriesPatch, ...]:
+  """``patch``'s dependencies in ``series``, transitively, then ``patch``.
+
+  In series order: the commits its pull request applies on the base. A
+  behaviour ``series`` lacks is one the target has without the series (its
+  jaxlib does it), so nothing is applied for it.
+  """
+  by_behaviour = {each.behaviour: each for each in series}
+  wanted: set[str] = set()
+  pending = [patch.behaviour]
+  while pending:
+    behaviour = pending.pop()
+    if behaviour not in wanted and behaviour in by_behaviour:
+      wanted.add(behaviour)
+      pending.extend(by_behaviour[behaviour].depends_on)
+  return tuple(each for each in series if each.behaviour in wanted)
 
 
 SERIES: tuple[SeriesPatch, ...] = (

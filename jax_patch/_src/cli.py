@@ -392,15 +392,22 @@ def _series_command(args: argparse.Namespace) -> int:
     print(f"  {patch.name}")
   if not args.check:
     return 0
-  alone = series.check_alone(target, patches, python=args.python)
+  conflicts = series.merge_conflicts(target)
+  for subject, files in conflicts.items():
+    print(f"merge queue: FAILED: {subject} conflicts in {', '.join(files)}")
+  if not conflicts:
+    print(f"merge queue: ok: the {len(patches)} pull requests merge in order "
+          "without conflicts, into the stack's tree")
+  alone = series.check_alone(target, patches, python=args.python,
+                             interop_test=args.interop_test)
   _print_steps("pull request", alone, series.dependency_numbers(target))
   stack = series.stack_files(out)
   results = series.check_series(target, stack, python=args.python,
                                 interop_test=args.interop_test)
   _print_steps("stack step", results, {})
-  failed = (sum(not step.ok for step in alone + results)
+  failed = (sum(not step.ok for step in alone + results) + bool(conflicts)
             + len(patches) - len(alone) + len(stack) - len(results))
-  print(f"{len(alone) + len(results) - failed} passed, {failed} failed")
+  print(f"{1 + len(alone) + len(results) - failed} passed, {failed} failed")
   return 1 if failed else 0
 
 

@@ -215,13 +215,16 @@ def _git_config(root: pathlib.Path, key: str) -> str:
   return done.stdout.strip()
 
 
+def _git_env(who: tuple[str, str]) -> dict[str, str]:
+  return dict(os.environ, GIT_AUTHOR_DATE=_DATE, GIT_COMMITTER_DATE=_DATE,
+              GIT_AUTHOR_NAME=who[0], GIT_COMMITTER_NAME=who[0],
+              GIT_AUTHOR_EMAIL=who[1], GIT_COMMITTER_EMAIL=who[1])
+
+
 def _git(repo: pathlib.Path, *args: str,
          who: tuple[str, str] = _SCRATCH_COMMITTER) -> str:
-  env = dict(os.environ, GIT_AUTHOR_DATE=_DATE, GIT_COMMITTER_DATE=_DATE,
-             GIT_AUTHOR_NAME=who[0], GIT_COMMITTER_NAME=who[0],
-             GIT_AUTHOR_EMAIL=who[1], GIT_COMMITTER_EMAIL=who[1])
-  done = subprocess.run(["git", "-C", str(repo), *args], env=env, text=True,
-                        capture_output=True, check=False)
+  done = subprocess.run(["git", "-C", str(repo), *args], env=_git_env(who),
+                        text=True, capture_output=True, check=False)
   if done.returncode:
     raise SeriesError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
   return done.stdout
@@ -421,8 +424,72 @@ def check_series(target: Target, patches: list[pathlib.Path],
   return results
 
 
+def merge_conflicts(target: Target) -> dict[str, list[str]]:
+  """Merges the pull requests in order, as maintainers would take them.
+
+  Each pull request's branch holds the branches of its declared
+  dependencies (a stacked pull request) and its own commit; they merge one
+  by one into a copy of the target. The result must equal the stack's.
+
+  Returns:
+    The conflicting files, by the subject of the pull request whose merge
+    conflicts (or ``"the stack"``, if the merged queue differs from it);
+    empty when every merge is clean.
+  """
+  patches = patches_for(target)
+  conflicts: dict[str, list[str]] = {}
+  with tempfile.TemporaryDirectory() as scratch:
+    repo = _scratch_repo(target, pathlib.Path(scratch))
+    base = _git(repo, "rev-parse", "HEAD").strip()
+    branches: dict[str, str] = {}
+    in_series = {patch.behaviour for patch in patches}
+    for patch in patches:
+      _git(repo, "checkout", "-q", "--detach", base)
+      failed = []
+      for dependency in patch.depends_on:
+        if dependency in branches:
+          failed = _merge(repo, branches[dependency])
+        elif dependency in in_series:  # Its own branch could not be made.
+          failed = [f"(no branch for {dependency})"]
+        if failed:
+          conflicts[f"{patch.subject} (its dependencies)"] = failed
+          break
+      else:
+        _commit(repo, (patch,), target, _SCRATCH_COMMITTER)
+        branches[patch.behaviour] = _git(repo, "rev-parse", "HEAD").strip()
+    _git(repo, "checkout", "-q", "--detach", base)
+    _commit(repo, patches, target, _SCRATCH_COMMITTER)
+    stack = _git(repo, "rev-parse", "HEAD").strip()
+    _git(repo, "checkout", "-q", "--detach", base)
+    for patch in patches:
+      if patch.behaviour in branches:
+        failed = _merge(repo, branches[patch.behaviour])
+        if failed:
+          conflicts[patch.subject] = failed
+    if not conflicts:
+      differing = _git(repo, "diff", "--name-only", "HEAD", stack).split()
+      if differing:
+        conflicts["the stack"] = differing
+  return conflicts
+
+
+def _merge(repo: pathlib.Path, commit: str) -> list[str]:
+  """Merges ``commit`` into HEAD: the conflicting files, merging nothing
+  where there are some."""
+  merged = subprocess.run(
+      ["git", "-C", str(repo), "merge", "-q", "--no-edit", commit],
+      env=_git_env(_SCRATCH_COMMITTER), text=True, capture_output=True,
+      check=False)
+  if not merged.returncode:
+    return []
+  conflicting = _git(repo, "diff", "--name-only", "--diff-filter=U").split()
+  _git(repo, "merge", "--abort")
+  return conflicting or [merged.stderr.strip()]
+
+
 def check_alone(target: Target, pull_requests: list[pathlib.Path],
-                python: str = sys.executable) -> list[StepResult]:
+                python: str = sys.executable,
+                interop_test: bool = False) -> list[StepResult]:
   """Checks each pull request as a reviewer takes it: on ``target`` alone.
 
   Each goes on a fresh copy of the target after only the commits of its
@@ -434,6 +501,7 @@ def check_alone(target: Target, pull_requests: list[pathlib.Path],
     target: the JAX tree the pull requests were written for.
     pull_requests: :func:`write_series`' files, in its order.
     python: as for :func:`check_series`.
+    interop_test: also run the target's DLPack test on each.
   """
   patches = patches_for(target)
   results = []
@@ -475,6 +543,8 @@ def check_alone(target: Target, pull_requests: list[pathlib.Path],
         outcome = _runtime_probe(repo, python, patch.runtime_probe)
         if outcome != "ok":
           step.failed_probes[patch.slug] = outcome
+      if interop_test and target.has_interop_test:
+        step.interop_passed, step.interop_test = _interop_test(repo, python)
   return results
 
 

@@ -297,8 +297,9 @@ def series(session: nox.Session) -> None:
   session.run("tar", "-xzf", str(sdist), "-C", str(scratch), external=True)
   tree = scratch / sdist.name[:-len(".tar.gz")]
   author = ("--author", "jax-patch CI <ci@jax-patch.invalid>")
+  # The merge queue, each pull request alone and timed, and the stack.
   session.run("jax-patch", "series", "--against", str(tree), "--out",
-              str(scratch / "patches"), *author, "--check")
+              str(scratch / "patches"), *author, "--check", "--speed")
   # Again at the other end of the target's jaxlib range, where jaxlib
   # cannot read DLPack 1.x capsules and the series converts them.
   minimum = session.run(
@@ -308,7 +309,7 @@ def series(session: nox.Session) -> None:
       silent=True).strip().splitlines()[-1]
   session.install("--no-deps", f"jaxlib=={minimum}")
   session.run("jax-patch", "series", "--against", str(tree), "--out",
-              str(scratch / "patches"), *author, "--check")
+              str(scratch / "patches"), *author, "--check", "--stack-only")
 
 
 @nox.session(python="3.11")

@@ -161,6 +161,40 @@ class DependencyTest(parameterized.TestCase):
     self.assertGreaterEqual(len(after_first), 11)
 
 
+class SpeedTest(absltest.TestCase):
+  """What --check --speed holds a pull request's timings against."""
+
+  def _patch(self, **fields: Any) -> series_patches.SeriesPatch:
+    # A real slug: the description names its changelog entry.
+    return series_patches.SeriesPatch(slug="finished-at-return", subject="s",
+                                      body="b", claims=(), edits=(), **fields)
+
+  def _speed(self, import_us: float, export_us: float) -> dict[str, float]:
+    return {"base import": 20.0, "import": import_us,
+            "base export": 2.0, "export": export_us}
+
+  def test_within_the_tolerance_passes(self) -> None:
+    self.assertEqual(series._too_slow(self._patch(), self._speed(23.0, 2.3)),  # pylint: disable=protected-access
+                     "")
+
+  def test_a_slower_import_or_export_fails(self) -> None:
+    slow = series._too_slow(self._patch(), self._speed(25.0, 2.6))  # pylint: disable=protected-access
+    self.assertIn("import takes 1.25x", slow)
+    self.assertIn("export takes 1.30x", slow)
+
+  def test_a_stated_cost_is_not_held_against_the_tolerance(self) -> None:
+    patch = self._patch(speed_cost="Waiting for the copy costs 1 us.\n")
+    self.assertEqual(series._too_slow(patch, self._speed(30.0, 2.0)), "")  # pylint: disable=protected-access
+    self.assertIn("## What it costs\n\nWaiting for the copy costs 1 us.",
+                  series_patches.description(patch))
+
+  def test_a_speed_patch_must_reach_its_target(self) -> None:
+    patch = self._patch(speed_target=0.35)
+    self.assertEqual(series._too_slow(patch, self._speed(6.0, 2.0)), "")  # pylint: disable=protected-access
+    self.assertIn("target is 0.35x",
+                  series._too_slow(patch, self._speed(8.0, 2.0)))  # pylint: disable=protected-access
+
+
 class PullRequestFilesTest(parameterized.TestCase):
   """What goes beside each patch: its description and changelog entry."""
 
@@ -426,6 +460,12 @@ class TargetTest(absltest.TestCase):
     _installed_target() is None,
     f"the series is for JAX on jaxlib 0.11 or later; JAX {jax.__version__} "
     "supports older jaxlib (the version matrix runs these on 0.12.0.1)")
+@absltest.skipIf(
+    conformance.x64_enabled(),
+    "the series states its claims and probes with jax_enable_x64 off and "
+    "its checks run them in that mode whatever this process's, so the "
+    "x64-off run of this suite checks the same (JAX's own DLPack test runs "
+    "at each step in both modes on JAX main, outside CI)")
 class InstalledJaxSeriesTest(absltest.TestCase):
   """The series written for, and applied to, the installed JAX."""
 

@@ -392,22 +392,29 @@ def _series_command(args: argparse.Namespace) -> int:
     print(f"  {patch.name}")
   if not args.check:
     return 0
-  conflicts = series.merge_conflicts(target)
-  for subject, files in conflicts.items():
-    print(f"merge queue: FAILED: {subject} conflicts in {', '.join(files)}")
-  if not conflicts:
-    print(f"merge queue: ok: the {len(patches)} pull requests merge in order "
-          "without conflicts, into the stack's tree")
-  alone = series.check_alone(target, patches, python=args.python,
-                             interop_test=args.interop_test)
-  _print_steps("pull request", alone, series.dependency_numbers(target))
+  conflicts: dict[str, list[str]] = {}
+  alone: list[series.StepResult] = []
+  if not args.stack_only:
+    conflicts = series.merge_conflicts(target)
+    for subject, files in conflicts.items():
+      print(f"merge queue: FAILED: {subject} conflicts in {', '.join(files)}")
+    if not conflicts:
+      print(f"merge queue: ok: the {len(patches)} pull requests merge in "
+            "order without conflicts, into the stack's tree")
+    alone = series.check_alone(target, patches, python=args.python,
+                               interop_test=args.interop_test,
+                               speed=args.speed)
+    _print_steps("pull request", alone, series.dependency_numbers(target))
   stack = series.stack_files(out)
   results = series.check_series(target, stack, python=args.python,
                                 interop_test=args.interop_test)
   _print_steps("stack step", results, {})
+  queue_checks = 0 if args.stack_only else 1
   failed = (sum(not step.ok for step in alone + results) + bool(conflicts)
-            + len(patches) - len(alone) + len(stack) - len(results))
-  print(f"{1 + len(alone) + len(results) - failed} passed, {failed} failed")
+            + queue_checks * len(patches) - len(alone)
+            + len(stack) - len(results))
+  print(f"{queue_checks + len(alone) + len(results) - failed} passed, "
+        f"{failed} failed")
   return 1 if failed else 0
 
 
@@ -417,6 +424,10 @@ def _print_steps(kind: str, results: list[Any],
     after = dependencies.get(step.index)
     on = f" (after {', '.join(map(str, after))})" if after else ""
     interop = f" (DLPack test: {step.interop_test})" if step.interop_test else ""
+    if step.speed:
+      interop += " (speed: " + ", ".join(
+          f"{name} {step.speed['base ' + name]:.1f} -> "
+          f"{step.speed[name]:.1f} us" for name in ("import", "export")) + ")"
     print(f"{kind} {step.index}{on}: {'ok' if step.ok else 'FAILED'}: "
           f"{step.subject}{interop}")
     if not step.ok:
@@ -535,6 +546,15 @@ def main(argv: Sequence[str] | None = None) -> int:
   series_parser.add_argument(
       "--interop-test", action="store_true",
       help="with --check, also run JAX_SRC's DLPack test at every step")
+  series_parser.add_argument(
+      "--stack-only", action="store_true",
+      help="with --check, check only the stack, not the merge queue or each "
+      "pull request alone (as on a second jaxlib, once they were)")
+  series_parser.add_argument(
+      "--speed", action="store_true",
+      help="with --check, also time each pull request's import and export "
+      "of small arrays against JAX_SRC's, back to back (minutes; wants a "
+      "quiet machine)")
   _add_stubs_parser(commands)
   args = parser.parse_args(argv)
   if args.command == "stubs":

@@ -99,13 +99,18 @@ class StepResult:
   # JAX's pre-commit gates that fail, by gate: the hooks on the touched
   # files, ruff on them, and pyrefly's new errors over the whole tree.
   lint: dict[str, str] = dataclasses.field(default_factory=dict)
+  # Alone, with --speed: the medians of jnp.from_dlpack of a small NumPy
+  # array and of np.from_dlpack of a small JAX array, in microseconds, on
+  # the base and with the pull request, back to back; and what is too slow.
+  speed: dict[str, float] = dataclasses.field(default_factory=dict)
+  slow: str = ""
 
   @property
   def ok(self) -> bool:
     return (self.applied and self.imports and self.type_check == "ok"
             and not self.failed_claims and not self.failed_probes
             and not self.failed_after_series and not self.lint
-            and self.interop_passed is not False)
+            and self.interop_passed is not False and not self.slow)
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -487,9 +492,73 @@ def _merge(repo: pathlib.Path, commit: str) -> list[str]:
   return conflicting or [merged.stderr.strip()]
 
 
+# How much slower than the base a pull request may make the import or the
+# export on the paths it does not fix, unless it states its cost
+# (``SeriesPatch.speed_cost``). Above this machine's noise: processes of the
+# same code differ by up to 12% (a .pyi-only patch measured 1.12x once).
+SPEED_TOLERANCE = 1.2
+
+_SPEED_SCRIPT = """
+import json, timeit
+import numpy as np
+import jax.numpy as jnp
+x = np.arange(64, dtype=np.float32)
+a = jnp.arange(64, dtype=jnp.float32).block_until_ready()
+calls = {"import": lambda: jnp.from_dlpack(x), "export": lambda: np.from_dlpack(a)}
+medians = {}
+for name, call in calls.items():
+  timeit.timeit(call, number=300)
+  times = sorted(timeit.repeat(call, number=300, repeat=9))
+  medians[name] = times[len(times) // 2] / 300 * 1e6
+print(json.dumps(medians))
+"""
+
+
+def _speed(base: pathlib.Path, repo: pathlib.Path, python: str,
+           rounds: int = 5) -> dict[str, float]:
+  """Import and export times (us) on ``base`` and ``repo``.
+
+  The two trees alternate ``rounds`` times, each round a process of its
+  own, so that drift hits both alike; a round gives a median of 9 runs of
+  300 calls, and each tree's fastest round counts: a shared machine's noise
+  only adds time (a round here now and then takes twice as long, and whole
+  processes run 10% slower than others of the same code), so one slow
+  round must not fail a pull request.
+  """
+  runs: dict[str, list[float]] = collections.defaultdict(list)
+  for _ in range(rounds):
+    for label, tree in (("base ", base), ("", repo)):
+      done = _run(tree, python, "-c", _SPEED_SCRIPT)
+      if done.returncode:
+        raise SeriesError(f"the speed script failed in {tree}: "
+                          f"{done.stderr[-1000:]}")
+      for name, value in json.loads(done.stdout.splitlines()[-1]).items():
+        runs[label + name].append(value)
+  return {name: min(values) for name, values in runs.items()}
+
+
+def _too_slow(patch: series_patches.SeriesPatch,
+              speed: dict[str, float]) -> str:
+  """Why ``speed`` breaks the patch's speed target or the tolerance."""
+  ratios = {name: speed[name] / speed["base " + name]
+            for name in ("import", "export")}
+  if patch.speed_target is not None:
+    if ratios["import"] > patch.speed_target:
+      return (f"import takes {ratios['import']:.2f}x the base's time; the "
+              f"target is {patch.speed_target}x")
+    return ""
+  if patch.speed_cost:
+    return ""
+  return "; ".join(
+      f"{name} takes {ratio:.2f}x the base's time (tolerance "
+      f"{SPEED_TOLERANCE}x)" for name, ratio in ratios.items()
+      if ratio > SPEED_TOLERANCE)
+
+
 def check_alone(target: Target, pull_requests: list[pathlib.Path],
                 python: str = sys.executable,
-                interop_test: bool = False) -> list[StepResult]:
+                interop_test: bool = False,
+                speed: bool = False) -> list[StepResult]:
   """Checks each pull request as a reviewer takes it: on ``target`` alone.
 
   Each goes on a fresh copy of the target after only the commits of its
@@ -502,11 +571,16 @@ def check_alone(target: Target, pull_requests: list[pathlib.Path],
     pull_requests: :func:`write_series`' files, in its order.
     python: as for :func:`check_series`.
     interop_test: also run the target's DLPack test on each.
+    speed: also time each against the base (:data:`SPEED_TOLERANCE`, and
+      a patch's own ``speed_target``); minutes.
   """
   patches = patches_for(target)
   results = []
   with tempfile.TemporaryDirectory() as scratch:
     repo = _scratch_repo(target, pathlib.Path(scratch))
+    base_copy = pathlib.Path(scratch) / "base"
+    base_copy.mkdir()
+    base_tree = _scratch_repo(target, base_copy) if speed else None
     base = _git(repo, "rev-parse", "HEAD").strip()
     checker = _checker(repo, python)
     jaxlib = _jaxlib_version(repo, python)
@@ -545,6 +619,9 @@ def check_alone(target: Target, pull_requests: list[pathlib.Path],
           step.failed_probes[patch.slug] = outcome
       if interop_test and target.has_interop_test:
         step.interop_passed, step.interop_test = _interop_test(repo, python)
+      if base_tree is not None and step.imports:
+        step.speed = _speed(base_tree, repo, python)
+        step.slow = _too_slow(patch, step.speed)
   return results
 
 
@@ -586,8 +663,12 @@ def _jaxlib_version(repo: pathlib.Path, python: str) -> tuple[int, ...]:
 
 
 def _runtime_probe(repo: pathlib.Path, python: str, probe: str) -> str:
-  """Runs a runtime probe in the tree: "ok", or how it failed."""
-  done = _run(repo, python, "-c", probe)
+  """Runs a runtime probe in the tree: "ok", or how it failed.
+
+  With jax_enable_x64 off, as the claims: the mode the series states its
+  behaviour in (finished-at-return's dtype conversion happens only there).
+  """
+  done = _run(repo, python, "-c", probe, env={"JAX_ENABLE_X64": "0"})
   if done.returncode:
     return (done.stdout + done.stderr).strip()[-1000:] or "failed"
   return "ok"

@@ -14,8 +14,9 @@
 
 """The series' ``jax/_src/dlpack_capsule.py``, as its patches write it.
 
-The module converts producers' capsules for jaxlib before 0.12: memory-safety
-code. It is tested here on its own, on every JAX of the version matrix, with
+The module (``jax_patch/_src/series_files/dlpack_capsule.py``, from which
+the patches are cut) converts producers' capsules for jaxlib before 0.12:
+memory-safety code. It is tested here on its own, on every JAX of the version matrix, with
 NumPy as the consumer (it reads both capsule versions), so that no jaxlib is
 needed: real NumPy capsules where they show the behaviour, and a producer
 double for what no real producer does (another major version, a NULL
@@ -26,8 +27,8 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import pathlib
 import threading
-import types
 from typing import Any
 import weakref
 
@@ -38,12 +39,15 @@ from hypothesis import strategies as st
 import numpy as np
 
 from jax_patch._src import series_patches
+from jax_patch._src.series_files import dlpack_capsule
 
 
-def _module_text() -> str:
-  """The module after every patch of main's series that edits it."""
+def _module_text(min_jaxlib: tuple[int, ...], max_jaxlib: tuple[int, ...],
+                 imports_versioned: bool) -> str:
+  """The module after every patch of a target's series that edits it."""
   text = ""
-  for patch in series_patches.for_target((0, 11, 0), (0, 11, 1), False):
+  for patch in series_patches.for_target(min_jaxlib, max_jaxlib,
+                                         imports_versioned):
     for edit in patch.edits:
       if edit.path == series_patches.CAPSULE_MODULE:
         if not edit.old:
@@ -52,16 +56,6 @@ def _module_text() -> str:
           assert text.count(edit.old) == 1, (patch.slug, edit.old)
           text = text.replace(edit.old, edit.new)
   return text
-
-
-def _load_module() -> Any:
-  module = types.ModuleType("dlpack_capsule_under_test")
-  exec(compile(_module_text(), series_patches.CAPSULE_MODULE, "exec"),  # pylint: disable=exec-used
-       module.__dict__)
-  return module
-
-
-dlpack_capsule = _load_module()
 
 _get_pointer = ctypes.PYFUNCTYPE(
     ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
@@ -146,6 +140,20 @@ class _HostileProducer:
     self.late_deleter = _DELETER(calls.append)
     self.managed.deleter = ctypes.cast(self.late_deleter, ctypes.c_void_p).value
     return calls
+
+
+class ModuleIsWhatTheSeriesWritesTest(parameterized.TestCase):
+  """The module tested here is the one each target's series leaves in JAX."""
+
+  @parameterized.named_parameters(
+      ("main", (0, 11, 0), (0, 11, 1), False),
+      ("release_0_11_2", (0, 11, 0), (0, 11, 2), False),
+      ("release_0_12", (0, 11, 2), (0, 12, 0), True))
+  def test_the_series_writes_this_file(
+      self, min_jaxlib: tuple[int, ...], max_jaxlib: tuple[int, ...],
+      imports_versioned: bool) -> None:
+    self.assertEqual(_module_text(min_jaxlib, max_jaxlib, imports_versioned),
+                     pathlib.Path(dlpack_capsule.__file__).read_text())
 
 
 class AsLegacyCapsuleTest(parameterized.TestCase):

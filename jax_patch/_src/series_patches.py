@@ -34,6 +34,7 @@ moved, the series refuses with the patch and the text it looked for.
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 import re
 import textwrap
 
@@ -1275,6 +1276,80 @@ def as_versioned_capsule(capsule: Any, flags: int) -> Any:
 
 CAPSULE_MODULE = "jax/_src/dlpack_capsule.py"
 
+# jax/_src/dlpack_capsule.py as the whole series leaves it is a module of
+# this repository, which the project's type checkers and tests read; what
+# each patch adds to it is cut from that file.
+_CAPSULE_MODULE_AFTER_SERIES = (
+    pathlib.Path(__file__).parent / "series_files" / "dlpack_capsule.py"
+).read_text()
+
+
+def _function(source: str, name: str) -> str:
+  """The text of ``source``'s top-level function ``name``."""
+  start = source.index(f"\ndef {name}(") + 1
+  end = source.find("\n\n\n", start)
+  return source[start:] if end == -1 else source[start:end + 1]
+
+
+def _before(source: str, edits: tuple[Edit, ...]) -> str:
+  """``source`` as it was before ``edits`` (applied in order) made it."""
+  for edit in reversed(edits):
+    if source.count(edit.new) != 1:
+      raise ValueError(f"{edit.path} holds {source.count(edit.new)} copies "
+                       f"of an edit's text, not one:\n{edit.new}")
+    source = source.replace(edit.new, edit.old)
+  return source
+
+
+# What the versioned-export patch adds to it.
+_CAPSULE_EXPORT_EDITS = (
+    Edit(CAPSULE_MODULE, """\
+jaxlib before 0.12 imports only DLPack 0.x capsules ("dltensor"). Only
+DLPack 1.x capsules ("dltensor_versioned") can say READ_ONLY, and NumPy
+exports a read-only array only as one. This module hands jaxlib a 1.x
+capsule's tensor without copying it: a new managed tensor of the other
+""", """\
+jaxlib before 0.12 imports and exports only DLPack 0.x capsules
+("dltensor"). Only DLPack 1.x capsules ("dltensor_versioned") can say
+READ_ONLY, and NumPy exports a read-only array only as one. This module
+converts between the two without copying the tensor: a new managed tensor
+of the other
+"""),
+    Edit(CAPSULE_MODULE, """\
+import numpy as np
+
+
+""", """\
+import numpy as np
+
+FLAG_READ_ONLY = 1 << 0
+FLAG_IS_COPIED = 1 << 1
+
+
+"""),
+    Edit(CAPSULE_MODULE, """\
+  return _new_capsule(_DLManagedTensor(dl_tensor=versioned.dl_tensor), owner)
+""", """\
+  return _new_capsule(_DLManagedTensor(dl_tensor=versioned.dl_tensor), owner)
+
+
+""" + _function(_CAPSULE_MODULE_AFTER_SERIES, "as_versioned_capsule")),
+)
+
+# What the producer-copied patch adds to it.
+_VERSIONED_FLAGS_EDIT = Edit(CAPSULE_MODULE, """\
+                                dl_tensor=legacy.dl_tensor), capsule)
+""", """\
+                                dl_tensor=legacy.dl_tensor), capsule)
+
+
+""" + _function(_CAPSULE_MODULE_AFTER_SERIES, "versioned_flags"))
+
+# jax/_src/dlpack_capsule.py, as the versioned-import patch adds it.
+_CAPSULE_MODULE = _before(_CAPSULE_MODULE_AFTER_SERIES,
+                          _CAPSULE_EXPORT_EDITS + (_VERSIONED_FLAGS_EDIT,))
+
+
 # Both forms of the versioned-import patch add the module, and import it.
 _ADDS_CAPSULE_MODULE = (
     Edit(CAPSULE_MODULE, "", _CAPSULE_MODULE),
@@ -1556,39 +1631,6 @@ _VERSIONED_EXPORT_TESTS = _tests("""\
                         x.unsafe_buffer_pointer())
 """)
 
-_CAPSULE_EXPORT_EDITS = (
-    Edit(CAPSULE_MODULE, """\
-jaxlib before 0.12 imports only DLPack 0.x capsules ("dltensor"). Only
-DLPack 1.x capsules ("dltensor_versioned") can say READ_ONLY, and NumPy
-exports a read-only array only as one. This module hands jaxlib a 1.x
-capsule's tensor without copying it: a new managed tensor of the other
-""", """\
-jaxlib before 0.12 imports and exports only DLPack 0.x capsules
-("dltensor"). Only DLPack 1.x capsules ("dltensor_versioned") can say
-READ_ONLY, and NumPy exports a read-only array only as one. This module
-converts between the two without copying the tensor: a new managed tensor
-of the other
-"""),
-    Edit(CAPSULE_MODULE, """\
-import numpy as np
-
-
-""", """\
-import numpy as np
-
-FLAG_READ_ONLY = 1 << 0
-FLAG_IS_COPIED = 1 << 1
-
-
-"""),
-    Edit(CAPSULE_MODULE, """\
-  return _new_capsule(_DLManagedTensor(dl_tensor=versioned.dl_tensor), owner)
-""", """\
-  return _new_capsule(_DLManagedTensor(dl_tensor=versioned.dl_tensor), owner)
-
-
-""" + _CAPSULE_EXPORT),
-)
 
 # Both forms: jaxlib's export, wrapped as 1.0 for a consumer that asks.
 _WRAPS_LEGACY_EXPORT = Edit(DLPACK, """\
@@ -1701,20 +1743,7 @@ unaligned error instead).
         "capsule sets IS_COPIED. Set copy=True or copy=None to perform the "
         "requested operation.")
 """),
-        Edit(CAPSULE_MODULE, """\
-                                dl_tensor=legacy.dl_tensor), capsule)
-""", """\
-                                dl_tensor=legacy.dl_tensor), capsule)
-
-
-def versioned_flags(capsule: Any) -> int:
-  \"\"\"The flags of an unconsumed DLPack 1.x capsule; 0 for anything else.\"\"\"
-  with _claim_lock:
-    if not _capsule_is_valid(capsule, _VERSIONED_NAME):
-      return 0
-    return _DLManagedTensorVersioned.from_address(
-        _capsule_get_pointer(capsule, _VERSIONED_NAME)).flags
-"""),
+        _VERSIONED_FLAGS_EDIT,
     ),
     test_edits=_tests("""\
   @jtu.run_on_devices("cpu")

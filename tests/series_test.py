@@ -188,6 +188,16 @@ class SpeedTest(absltest.TestCase):
     self.assertIn("## What it costs\n\nWaiting for the copy costs 1 us.",
                   series_patches.description(patch))
 
+  def test_an_ungated_jaxlib_workaround_states_its_cost(self) -> None:
+    # Where every jaxlib of a target needs it, no gate spares newer ones.
+    ungated = [patch for patch in series_patches.SERIES
+               if patch.only_below_jaxlib is not None
+               and patch.gated is False]
+    self.assertLen(ungated, 3)
+    for patch in ungated:
+      with self.subTest(patch.slug):
+        self.assertIn("us", patch.speed_cost)
+
   def test_a_speed_patch_must_reach_its_target(self) -> None:
     patch = self._patch(speed_target=0.35)
     self.assertEqual(series._too_slow(patch, self._speed(6.0, 2.0)), "")  # pylint: disable=protected-access

@@ -494,9 +494,10 @@ def _merge(repo: pathlib.Path, commit: str) -> list[str]:
 
 # How much slower than the base a pull request may make the import or the
 # export on the paths it does not fix, unless it states its cost
-# (``SeriesPatch.speed_cost``). Above this machine's noise: processes of the
-# same code differ by up to 12% (a .pyi-only patch measured 1.12x once).
-SPEED_TOLERANCE = 1.2
+# (``SeriesPatch.speed_cost``). Above this machine's noise: whole processes
+# of the same code run about 13% apart, so a patch that leaves a path alone
+# has read up to 1.17x (a .pyi-only patch 1.12x).
+SPEED_TOLERANCE = 1.25
 
 _SPEED_SCRIPT = """
 import json, timeit

@@ -391,7 +391,8 @@ def check_series(target: Target, patches: list[pathlib.Path],
       probes = bool(patch.runtime_probe) and patch.shows_on_jaxlib(jaxlib)
       runtime_before = (_runtime_probe(repo, python, patch.runtime_probe)
                         if probes else "")
-      lint_before = _ruff_findings(repo, python, touched_files(patch_file))
+      touched = touched_files(patch_file)
+      lint_before = _ruff_findings(repo, python, touched)
       try:
         _git(repo, "am", "-q", str(patch_file.absolute()))
       except SeriesError as err:
@@ -399,14 +400,8 @@ def check_series(target: Target, patches: list[pathlib.Path],
         break
       step.applied = True
       claimed.extend(patch.claims)
-      step.imports = _imports(repo, python)
-      touched = [path for path in touched_files(patch_file)
-                 if path.startswith("jax/")]
-      if patch.typing_probe:
-        touched.append(_write_probe(repo, patch))
-      step.type_check = _type_check(repo, python, checker, touched)
-      step.lint = _lint(repo, python, touched_files(patch_file), lint_before,
-                        base_errors)
+      _check_applied(step, repo, python, checker, patch, touched, lint_before,
+                     base_errors)
       if probe_before == "ok":
         step.type_check = ("the typing probe passes before the patch too: "
                            "it shows nothing")
@@ -476,6 +471,22 @@ def merge_conflicts(target: Target) -> dict[str, list[str]]:
       if differing:
         conflicts["the stack"] = differing
   return conflicts
+
+
+def _check_applied(step: StepResult, repo: pathlib.Path, python: str,
+                   checker: list[str], patch: series_patches.SeriesPatch,
+                   touched: list[str],
+                   lint_before: collections.Counter[tuple[str, ...]],
+                   base_errors: collections.Counter[tuple[str, ...]] | None
+                   ) -> None:
+  """The checks of a just-applied patch that touched ``touched``: JAX
+  imports, the type check (with the patch's typing probe), the lint gates."""
+  step.imports = _imports(repo, python)
+  checked = [path for path in touched if path.startswith("jax/")]
+  if patch.typing_probe:
+    checked.append(_write_probe(repo, patch))
+  step.type_check = _type_check(repo, python, checker, checked)
+  step.lint = _lint(repo, python, touched, lint_before, base_errors)
 
 
 def _merge(repo: pathlib.Path, commit: str) -> list[str]:
@@ -596,7 +607,8 @@ def check_alone(target: Target, pull_requests: list[pathlib.Path],
       # The dependencies as the pull request was cut on them: in a queue,
       # each of theirs merges first (their own files may not stack).
       _commit(repo, chain[:-1], target, _SCRATCH_COMMITTER)
-      lint_before = _ruff_findings(repo, python, touched_files(patch_file))
+      touched = touched_files(patch_file)
+      lint_before = _ruff_findings(repo, python, touched)
       try:
         _git(repo, "am", "-q", str(patch_file.absolute()))
       except SeriesError as err:
@@ -604,14 +616,8 @@ def check_alone(target: Target, pull_requests: list[pathlib.Path],
         _git(repo, "am", "--abort")
         continue
       step.applied = True
-      step.imports = _imports(repo, python)
-      touched = [path for path in touched_files(patch_file)
-                 if path.startswith("jax/")]
-      if patch.typing_probe:
-        touched.append(_write_probe(repo, patch))
-      step.type_check = _type_check(repo, python, checker, touched)
-      step.lint = _lint(repo, python, touched_files(patch_file), lint_before,
-                        base_errors)
+      _check_applied(step, repo, python, checker, patch, touched, lint_before,
+                     base_errors)
       claims = [claim for each in chain for claim in each.claims]
       step.failed_claims = _failed_cases(repo, python, claims, skips_fail=True)
       if patch.runtime_probe and patch.shows_on_jaxlib(jaxlib):

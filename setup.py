@@ -15,9 +15,9 @@
 """Builds jax-patch; setup.cfg holds everything but what follows.
 
 `jax-patch stubs` and `jax-patch vendor` read our declarations from
-`stubs/jax` and `patches/` (jax_patch/_src/source_patch.py), which lie
+`stubs/jax` and `patches/` (jax_patch/_delivery/source_patch.py), which lie
 outside the package. An editable install reads them in the checkout; a
-wheel carries a copy in `jax_patch/_src/declarations/`.
+wheel carries a copy in `jax_patch/_delivery/declarations/`.
 """
 
 import pathlib
@@ -36,7 +36,8 @@ class BuildPy(build_py.build_py):
     super().run()
     if getattr(self, "editable_mode", False):
       return  # source_patch reads the checkout's own.
-    target = pathlib.Path(self.build_lib, "jax_patch", "_src", "declarations")
+    target = pathlib.Path(self.build_lib, "jax_patch", "_delivery",
+                          "declarations")
     for tree in _DECLARATIONS:
       shutil.copytree(tree, target / tree, dirs_exist_ok=True,
                       ignore=shutil.ignore_patterns("__pycache__"))

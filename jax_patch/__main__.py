@@ -16,7 +16,7 @@
 
 import sys
 
-from jax_patch._src.cli import main
+from jax_patch._delivery.cli import main
 
 if __name__ == "__main__":
   sys.exit(main())

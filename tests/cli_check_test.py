@@ -28,7 +28,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import jax
 
-from jax_patch._src import cli
+from jax_patch._delivery import cli
 from jax_patch._src import conformance
 
 _LONG_REASON = ("the result aliases the source although every one of the "

@@ -36,8 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import jax_patch
+from jax_patch._delivery import vendor
 from jax_patch._src import conformance
-from jax_patch._src import vendor
 
 
 class _OnDeviceType99:

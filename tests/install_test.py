@@ -33,7 +33,7 @@ from jax._src import dlpack as jax_src_dlpack
 from jax._src import lib
 
 import jax_patch
-from jax_patch._src import cli
+from jax_patch._delivery import cli
 from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_compat

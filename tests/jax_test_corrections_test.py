@@ -37,10 +37,10 @@ import jax.numpy as jnp
 import numpy as np
 
 import jax_patch
+from jax_patch._delivery import jax_test_corrections
+from jax_patch._delivery import source_patch
+from jax_patch._delivery import vendor
 from jax_patch._src import conformance
-from jax_patch._src import jax_test_corrections
-from jax_patch._src import source_patch
-from jax_patch._src import vendor
 
 _TEST_FILE = jax_test_corrections.TEST_FILE
 _JAX_GIT_DIR = os.environ.get("JAX_GIT_DIR")

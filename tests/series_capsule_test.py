@@ -14,7 +14,7 @@
 
 """The series' ``jax/_src/dlpack_capsule.py``, as its patches write it.
 
-The module (``jax_patch/_src/series_files/dlpack_capsule.py``, from which
+The module (``jax_patch/_delivery/series_files/dlpack_capsule.py``, from which
 the patches are cut) converts producers' capsules for jaxlib before 0.12:
 memory-safety code. It is tested here on its own, on every JAX of the version matrix, with
 NumPy as the consumer (it reads both capsule versions), so that no jaxlib is
@@ -38,8 +38,8 @@ import hypothesis
 from hypothesis import strategies as st
 import numpy as np
 
-from jax_patch._src import series_patches
-from jax_patch._src.series_files import dlpack_capsule
+from jax_patch._delivery import series_patches
+from jax_patch._delivery.series_files import dlpack_capsule
 
 
 def _module_text(min_jaxlib: tuple[int, ...], max_jaxlib: tuple[int, ...],

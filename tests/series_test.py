@@ -41,9 +41,9 @@ import jax.numpy as jnp
 import jaxlib.version
 
 import jax_patch
+from jax_patch._delivery import series
+from jax_patch._delivery import series_patches
 from jax_patch._src import conformance
-from jax_patch._src import series
-from jax_patch._src import series_patches
 
 _CASE_NAMES = {case.name for case in conformance.CASES}
 _AUTHOR = ("A Contributor", "contributor@example.com")
@@ -507,6 +507,31 @@ class InstalledJaxSeriesTest(absltest.TestCase):
         self.assertEqual(step.lint, {})
         self.assertEmpty(step.failed_claims)
         self.assertEmpty(step.failed_probes)
+
+  def test_speed_is_timed_against_the_tree_the_pull_request_is_cut_on(
+      self) -> None:
+    # The first pull request goes on the base; the second after the first,
+    # whose cost must not be counted again in the second's.
+    target = series.read_target(_INSTALLED_ROOT)
+    first, second = _installed_series()[:2]
+    self.assertEqual(second.depends_on, (first.behaviour,))
+    timed_against: list[str] = []
+
+    def fake_speed(base: pathlib.Path, repo: pathlib.Path,
+                   python: str) -> dict[str, float]:
+      del repo, python
+      timed_against.append((base / series_patches.DLPACK).read_text())
+      return {"base import": 20.0, "import": 20.0,
+              "base export": 2.0, "export": 2.0}
+
+    with mock.patch.object(series, "_speed", fake_speed):
+      steps = series.check_alone(target, self.patches[:2],
+                                 python=sys.executable, speed=True)
+    self.assertEqual([step.slow for step in steps], ["", ""])
+    self.assertLen(timed_against, 2)
+    first_class = "class _CopyRequiredError("
+    self.assertNotIn(first_class, timed_against[0])
+    self.assertIn(first_class, timed_against[1])
 
   def test_a_pull_request_without_dependencies_applies_to_the_base(
       self) -> None:

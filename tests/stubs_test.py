@@ -29,10 +29,10 @@ from unittest import mock
 from absl.testing import absltest
 import jax
 
-from jax_patch._src import cli
-from jax_patch._src import source_patch
-from jax_patch._src import stubs
-from jax_patch._src import vendor
+from jax_patch._delivery import cli
+from jax_patch._delivery import source_patch
+from jax_patch._delivery import stubs
+from jax_patch._delivery import vendor
 
 _INSTALLED = pathlib.Path(jax.__file__).parent.parent
 # Not resolve(): under Bazel the runfiles tree is the project.
@@ -241,15 +241,15 @@ class WheelTest(_ScratchTest):
     self.assertEqual(run.returncode, 0, run.stderr)
     for path, declarations in source_patch.CORRECTIONS:
       relative = declarations.relative_to(_ROOT)
-      copy = built / "jax_patch/_src/declarations" / relative
+      copy = built / "jax_patch/_delivery/declarations" / relative
       self.assertEqual(copy.read_bytes(), declarations.read_bytes(), path)
     # The built package reads its own copy, not a checkout.
     where = subprocess.run(
-        [sys.executable, "-c", "from jax_patch._src import source_patch; "
+        [sys.executable, "-c", "from jax_patch._delivery import source_patch; "
          "print(source_patch.STUBS_ROOT)"], cwd=built, capture_output=True,
         text=True, timeout=600, check=False)
     self.assertEqual(pathlib.Path(where.stdout.strip()),
-                     built / "jax_patch/_src/declarations/stubs", where.stderr)
+                     built / "jax_patch/_delivery/declarations/stubs", where.stderr)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import jax
 
-from jax_patch._src import stubs
+from jax_patch._delivery import stubs
 
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
 _TYPING = _ROOT / "tests" / "typing"

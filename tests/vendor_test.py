@@ -28,10 +28,10 @@ import tempfile
 from absl.testing import absltest
 import jax
 
-from jax_patch._src import cli
+from jax_patch._delivery import cli
+from jax_patch._delivery import vendor
 from jax_patch._src import conformance
 from jax_patch._src import dlpack_compat
-from jax_patch._src import vendor
 
 _INSTALLED_JAX = pathlib.Path(jax.__file__).parent
 # Past any release the pristine table can hold.
@@ -117,7 +117,7 @@ class VendorTest(absltest.TestCase):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(root)] + [p for p in sys.path if p]))
     run = subprocess.run(
-        [sys.executable, "-m", "jax_patch._src.vendor_dry_run", str(root)],
+        [sys.executable, "-m", "jax_patch._delivery.vendor_dry_run", str(root)],
         env=env, capture_output=True, text=True, timeout=600, check=False)
     self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
     self.assertIn(f"at {root.resolve() / 'jax'}, {conformance.x64_mode()}",

@@ -333,7 +333,7 @@ stage_check() {
   # `jax-patch` is on PATH: nothing was installed).
   # Wide lines: each case the verdict names stays on one line.
   COLUMNS=200 bounded 200 "${PY}" -c "import sys; \
-from jax_patch._src.cli import main; \
+from jax_patch._delivery.cli import main; \
 sys.exit(main(['check', '--require-gpu', '--x64', 'both']))" \
     | tee "${OUT_DIR}/check.txt"
   check_status="${PIPESTATUS[0]}"

@@ -17,10 +17,10 @@
 `vendor` refuses to overwrite a file unless it is byte for byte as a known
 JAX release ships it. This reads the released `jax` wheels (pure Python: the
 same bytes as the tagged source tree) and prints the table vendoring reads,
-jax_patch/_src/vendor_pristine.json:
+jax_patch/_delivery/vendor_pristine.json:
 
   .venv/bin/python tools/pristine_hashes.py 0.4.35 0.4.36 ... > \
-      jax_patch/_src/vendor_pristine.json
+      jax_patch/_delivery/vendor_pristine.json
 
 With --wheels DIR it reads jax-*.whl files already in DIR instead of asking
 pip to download them.
@@ -36,8 +36,8 @@ import sys
 import tempfile
 import zipfile
 
-from jax_patch._src import source_patch
-from jax_patch._src import vendor
+from jax_patch._delivery import source_patch
+from jax_patch._delivery import vendor
 
 # The JAX files vendoring writes; those a release ships are what it replaces.
 WRITTEN = tuple(f"jax/_src/{name}" for name in vendor.VENDORED_MODULES.values())

@@ -1,6 +1,6 @@
 # The declarations jax-patch sets in jax/_src/array.py; every other line of
 # that file stays upstream's. `jax-patch vendor` replaces each declaration
-# below by name (jax_patch/_src/source_patch.py).
+# below by name (jax_patch/_delivery/source_patch.py).
 #
 # Upstream reports device id 0 for every CPU device, so a DLPack round trip
 # of an array on cpu:1 lands on cpu:0.

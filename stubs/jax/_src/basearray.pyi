@@ -1,6 +1,6 @@
 # The declarations jax-patch sets in jax/_src/basearray.pyi; every other
 # line of that file stays upstream's. `jax-patch` replaces each declaration
-# below by name (jax_patch/_src/source_patch.py) and adds those upstream lacks
+# below by name (jax_patch/_delivery/source_patch.py) and adds those upstream lacks
 # after the one before them here.
 #
 # Upstream declares `__dlpack__(self) -> Any` with no keywords and no

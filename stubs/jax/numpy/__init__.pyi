@@ -1,6 +1,6 @@
 # The declarations jax-patch sets in jax/numpy/__init__.pyi; every other
 # line of that file stays upstream's. `jax-patch` replaces each declaration
-# below by name (jax_patch/_src/source_patch.py).
+# below by name (jax_patch/_delivery/source_patch.py).
 #
 # jax 0.10.2 already declares from_dlpack this way; older lines of JAX do
 # not, and get it from here.

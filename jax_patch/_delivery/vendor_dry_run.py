@@ -19,7 +19,7 @@
 vendored copy. Nothing is installed: the cases run against the tree's own
 ``jax.numpy.from_dlpack`` and ``jax.Array.__dlpack__``.
 
-Usage: python -m jax_patch._src.vendor_dry_run TREE
+Usage: python -m jax_patch._delivery.vendor_dry_run TREE
 """
 
 import os

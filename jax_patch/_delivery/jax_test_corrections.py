@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
-from jax_patch._src import source_patch
+from jax_patch._delivery import source_patch
 
 TEST_FILE = "tests/array_interoperability_test.py"
 

@@ -43,11 +43,13 @@ import re
 import shutil
 import subprocess
 
+from jax_patch._delivery import jax_test_corrections
+from jax_patch._delivery import source_patch
 from jax_patch._src import dlpack_compat
-from jax_patch._src import jax_test_corrections
-from jax_patch._src import source_patch
 
-_SRC = pathlib.Path(__file__).absolute().parent
+_HERE = pathlib.Path(__file__).absolute().parent
+# What runs inside JAX: the modules vendoring copies.
+_SRC = _HERE.parent / "_src"
 
 # Our module -> its name in jax/_src/.
 VENDORED_MODULES = {
@@ -63,7 +65,7 @@ VENDORED_TESTS = ("dlpack_conformance_test.py",)
 # sha256 of the files vendoring replaces, as each JAX release of the tested
 # range ships them (tools/pristine_hashes.py writes the table).
 PRISTINE: dict[str, dict[str, str]] = json.loads(
-    (_SRC / "vendor_pristine.json").read_text())
+    (_HERE / "vendor_pristine.json").read_text())
 SUPPORTED_VERSIONS = tuple(PRISTINE)  # Oldest first, as the table lists them.
 
 BACKUP_DIR = ".jax_patch_vendor"

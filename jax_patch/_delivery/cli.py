@@ -321,7 +321,7 @@ def vendor_dry_run(force: bool = False) -> int:
   Raises:
     VendorError: the installed JAX is refused (see ``vendor.check``).
   """
-  from jax_patch._src import vendor  # pylint: disable=g-import-not-at-top
+  from jax_patch._delivery import vendor  # pylint: disable=g-import-not-at-top
   installed = _installed_jax_root()
   # Vetted where it lies: an editable install of a git checkout is judged by
   # git there; the scratch copy is no checkout.
@@ -336,12 +336,12 @@ def vendor_dry_run(force: bool = False) -> int:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [scratch] + [p for p in sys.path if p]))
     return subprocess.run(
-        [sys.executable, "-m", "jax_patch._src.vendor_dry_run", scratch],
+        [sys.executable, "-m", "jax_patch._delivery.vendor_dry_run", scratch],
         env=env, check=False).returncode
 
 
 def _vendor_command(args: argparse.Namespace) -> int:
-  from jax_patch._src import vendor  # pylint: disable=g-import-not-at-top
+  from jax_patch._delivery import vendor  # pylint: disable=g-import-not-at-top
   try:
     if args.revert:
       restored = vendor.revert(pathlib.Path(args.revert))
@@ -361,7 +361,7 @@ def _vendor_command(args: argparse.Namespace) -> int:
 
 
 def _diff_command(args: argparse.Namespace) -> int:
-  from jax_patch._src import vendor  # pylint: disable=g-import-not-at-top
+  from jax_patch._delivery import vendor  # pylint: disable=g-import-not-at-top
   root = pathlib.Path(args.against) if args.against else _installed_jax_root()
   try:
     prepared = vendor.prepare(root, force=args.force)
@@ -374,7 +374,7 @@ def _diff_command(args: argparse.Namespace) -> int:
 
 
 def _series_command(args: argparse.Namespace) -> int:
-  from jax_patch._src import series  # pylint: disable=g-import-not-at-top
+  from jax_patch._delivery import series  # pylint: disable=g-import-not-at-top
   root = pathlib.Path(args.against)
   out = pathlib.Path(args.out)
   try:
@@ -436,7 +436,7 @@ def _print_steps(kind: str, results: list[Any],
 
 
 def _add_stubs_parser(commands: Any) -> None:
-  from jax_patch._src import stubs  # pylint: disable=g-import-not-at-top
+  from jax_patch._delivery import stubs  # pylint: disable=g-import-not-at-top
   parser = commands.add_parser(
       "stubs", help="write the installed JAX's .pyi files that the patch "
       "corrects, as a partial stub package DIR/jax-stubs that pyright, "
@@ -452,8 +452,8 @@ def _add_stubs_parser(commands: Any) -> None:
 
 
 def _stubs_command(args: argparse.Namespace) -> int:
-  from jax_patch._src import stubs  # pylint: disable=g-import-not-at-top
-  from jax_patch._src import vendor  # pylint: disable=g-import-not-at-top
+  from jax_patch._delivery import stubs  # pylint: disable=g-import-not-at-top
+  from jax_patch._delivery import vendor  # pylint: disable=g-import-not-at-top
   root = _installed_jax_root()
   out = pathlib.Path(args.out)
   try:

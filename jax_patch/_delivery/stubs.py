@@ -46,7 +46,7 @@ import dataclasses
 import pathlib
 import shutil
 
-from jax_patch._src import source_patch
+from jax_patch._delivery import source_patch
 
 STUB_PACKAGE = "jax-stubs"
 # pyright's default stubPath, which pyrefly 1.5 and later read too.

@@ -1,0 +1,192 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The upstream patch series: one behaviour each, as edits to JAX's files.
+
+Each patch edits JAX's own ``jax/_src/dlpack.py`` (and ``jax/_src/array.py``)
+in place, in JAX's style, for the jaxlib range of JAX main and the newest
+release (jaxlib 0.11.0 on): the version gates jax_patch keeps for jaxlib
+back to 0.4.35 are constant there, and none of them appears. One thing
+jaxlib before 0.12 lacks does: it reads and writes only DLPack 0.x
+capsules, so the series adds a small module, ``jax/_src/dlpack_capsule.py``,
+that converts 1.x capsules for it (ungated on a JAX whose every jaxlib is
+older than 0.12, gated like JAX's own code where its range straddles 0.12,
+absent where it starts at 0.12). Each patch also adds its tests to JAX's
+``tests/array_interoperability_test.py`` where the target has it, and names
+the conformance cases (``conformance.CASES``) it makes pass; ``series.py``
+checks each claim after applying the patches up to it.
+
+An edit replaces one exact, unique text of the target: where JAX's text has
+moved, the series refuses with the patch and the text it looked for.
+
+Each pull request is a module of this package: its patch (in one form, or
+two where a jaxlib version decides), its tests and its changelog entry.
+``base`` holds what they are made of and where in JAX's test they add
+tests; ``capsule_module`` cuts the module the series adds to JAX from
+``series_files/dlpack_capsule.py``, the file as the whole series leaves it.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+from jax_patch._delivery.series_patches import base
+from jax_patch._delivery.series_patches import basearray_stub
+from jax_patch._delivery.series_patches import capsule_module
+from jax_patch._delivery.series_patches import copy_true_copies
+from jax_patch._delivery.series_patches import cpu_device_id
+from jax_patch._delivery.series_patches import exception_classes
+from jax_patch._delivery.series_patches import export_legacy_copy
+from jax_patch._delivery.series_patches import export_missing_platform
+from jax_patch._delivery.series_patches import fast_cpu_import
+from jax_patch._delivery.series_patches import finished_at_return
+from jax_patch._delivery.series_patches import foreign_platform
+from jax_patch._delivery.series_patches import jax_array_keeps_device
+from jax_patch._delivery.series_patches import multi_device_sharding
+from jax_patch._delivery.series_patches import no_silent_narrowing
+from jax_patch._delivery.series_patches import no_tracing
+from jax_patch._delivery.series_patches import non_row_major
+from jax_patch._delivery.series_patches import producer_copied
+from jax_patch._delivery.series_patches import strided_input
+from jax_patch._delivery.series_patches import versioned_export
+from jax_patch._delivery.series_patches import versioned_import
+
+
+# The package's interface: what series.py and the tests use.
+Edit = base.Edit
+SeriesPatch = base.SeriesPatch
+DLPACK = base.DLPACK
+INTEROP_TEST = base.INTEROP_TEST
+VERSIONED_IMPORT_MARK = base.VERSIONED_IMPORT_MARK
+CAPSULE_MODULE = capsule_module.CAPSULE_MODULE
+
+
+def for_target(min_jaxlib: tuple[int, ...], max_jaxlib: tuple[int, ...],
+               imports_versioned: bool) -> tuple[base.SeriesPatch, ...]:
+  """The series for a JAX supporting jaxlib ``min_jaxlib`` to ``max_jaxlib``
+  whose from_dlpack imports DLPack 1.x capsules or not."""
+  return tuple(patch for patch in SERIES
+               if patch.is_for(min_jaxlib, max_jaxlib, imports_versioned))
+
+
+def with_dependencies(
+    patch: base.SeriesPatch, series: tuple[base.SeriesPatch, ...]
+) -> tuple[base.SeriesPatch, ...]:
+  """``patch``'s dependencies in ``series``, transitively, then ``patch``.
+
+  In series order: the commits its pull request applies on the base. A
+  behaviour ``series`` lacks is one the target has without the series (its
+  jaxlib does it), so nothing is applied for it.
+  """
+  by_behaviour = {each.behaviour: each for each in series}
+  wanted: set[str] = set()
+  pending = [patch.behaviour]
+  while pending:
+    behaviour = pending.pop()
+    if behaviour not in wanted and behaviour in by_behaviour:
+      wanted.add(behaviour)
+      pending.extend(by_behaviour[behaviour].depends_on)
+  return tuple(each for each in series if each.behaviour in wanted)
+
+
+# The pull requests, in the order the README recommends sending them: the
+# stack's order.
+_PULL_REQUESTS = (
+    exception_classes,
+    no_silent_narrowing,
+    copy_true_copies,
+    no_tracing,
+    jax_array_keeps_device,
+    cpu_device_id,
+    strided_input,
+    multi_device_sharding,
+    finished_at_return,
+    foreign_platform,
+    export_missing_platform,
+    export_legacy_copy,
+    versioned_import,
+    versioned_export,
+    producer_copied,
+    non_row_major,
+    fast_cpu_import,
+    basearray_stub,
+)
+
+SERIES: tuple[base.SeriesPatch, ...] = tuple(
+    form for pull_request in _PULL_REQUESTS for form in pull_request.FORMS)
+
+
+# Conformance cases jax_patch passes and upstream (0.12.0.1, JAX main)
+# fails that no patch of the series claims yet: each is a patch still to
+# write. A test keeps this list, the claims and the conformance results
+# consistent.
+NOT_YET_IN_SERIES: frozenset[str] = frozenset()
+
+
+# Each patch's entry in JAX's CHANGELOG.md, by slug: a gated form says
+# what its ungated form says.
+CHANGELOG_ENTRIES: dict[str, tuple[str, str]] = {
+    form.slug: pull_request.CHANGELOG
+    for pull_request in _PULL_REQUESTS for form in pull_request.FORMS}
+
+
+def changelog(patch: base.SeriesPatch) -> str:
+  """The patch's entry for JAX's CHANGELOG.md, as it goes under Unreleased."""
+  section, item = CHANGELOG_ENTRIES[patch.slug]
+  # JAX aligns an item's lines with its first, within 80 columns.
+  lines = textwrap.fill(" ".join(item.split()), width=80,
+                        initial_indent="  * ", subsequent_indent="    ",
+                        break_long_words=False, break_on_hyphens=False)
+  return f"## Unreleased\n\n* {section}\n{lines}\n"
+
+
+def added_tests(patch: base.SeriesPatch) -> list[str]:
+  """The JAX test methods the patch adds or changes, by name."""
+  names: set[str] = set()
+  for edit in patch.test_edits:
+    names.update(re.findall(r"^  def (test\w+)\(", edit.new, re.MULTILINE))
+    if edit.old and not re.search(r"^  def test", edit.new, re.MULTILINE):
+      # An edit inside a test: name the test it is in, if JAX's text says.
+      names.update(re.findall(r"def (test\w+)\(", edit.old))
+  return sorted(names)
+
+
+def description(patch: base.SeriesPatch) -> str:
+  """The pull request's description: what was wrong, the standard's clause
+  and the measured upstream behaviour (the commit message's body), how to
+  test it, and its changelog entry."""
+  parts = [f"# {patch.subject}\n", patch.body, "## How to test\n"]
+  tests = added_tests(patch)
+  if tests:
+    parts.append(
+        "```sh\npytest tests/array_interoperability_test.py -k "
+        f"\"{' or '.join(tests)}\"\n```\n")
+  if patch.typing_probe:
+    parts.append("The target's type checker (pyrefly, as JAX's pre-commit "
+                 "runs it) accepts this after the change and rejects it "
+                 "before:\n\n```python\n" + patch.typing_probe + "```\n")
+  if patch.runtime_probe:
+    parts.append("This script fails before the change and passes after "
+                 "it:\n\n```python\n" + patch.runtime_probe + "```\n")
+  if patch.claims:
+    parts.append(
+        "The Array API conformance cases it makes pass, as jax-patch (which "
+        "prepared this change) names them: "
+        + ", ".join(f"`{claim}`" for claim in patch.claims) + ".\n")
+  if patch.speed_cost:
+    parts.append("## What it costs\n\n" + patch.speed_cost)
+  parts.append("## Changelog\n\nIts entry in CHANGELOG.md:\n\n```md\n"
+               + changelog(patch) + "```\n")
+  return "\n".join(parts)

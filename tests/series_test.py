@@ -198,6 +198,31 @@ class SpeedTest(absltest.TestCase):
       with self.subTest(patch.slug):
         self.assertIn("us", patch.speed_cost)
 
+  def _timed(self, *readings: dict[str, float]) -> tuple[str, int]:
+    """What _timed says of a patch the machine times as ``readings``."""
+    with mock.patch.object(series, "_speed",
+                           side_effect=list(readings)) as speed:
+      _, slow = series._timed(self._patch(), pathlib.Path("base"),  # pylint: disable=protected-access
+                              pathlib.Path("repo"), sys.executable)
+    return slow, speed.call_count
+
+  def test_a_reading_within_the_tolerance_is_not_measured_again(
+      self) -> None:
+    self.assertEqual(self._timed(self._speed(24.0, 2.0)), ("", 1))
+
+  def test_a_slow_reading_that_does_not_repeat_passes(self) -> None:
+    # A lucky fast base round: again, both trees read alike, and each keeps
+    # its fastest round (20 and 22 us, 1.10x).
+    lucky_base = self._speed(26.0, 2.0)
+    alike = dict(self._speed(22.0, 2.0), **{"base import": 22.0})
+    self.assertEqual(self._timed(lucky_base, alike), ("", 2))
+
+  def test_a_slowdown_that_repeats_fails(self) -> None:
+    slow, readings = self._timed(self._speed(26.0, 2.0),
+                                 self._speed(27.0, 2.0))
+    self.assertIn("import takes 1.30x", slow)
+    self.assertEqual(readings, 2)
+
   def test_a_speed_patch_must_reach_its_target(self) -> None:
     patch = self._patch(speed_target=0.35)
     self.assertEqual(series._too_slow(patch, self._speed(6.0, 2.0)), "")  # pylint: disable=protected-access

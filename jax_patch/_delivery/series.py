@@ -516,7 +516,8 @@ def _merge(repo: pathlib.Path, commit: str) -> list[str]:
 # paths it does not fix, unless it states its cost
 # (``SeriesPatch.speed_cost``). Above this machine's noise: whole processes
 # of the same code run about 13% apart, so a patch that leaves a path alone
-# has read up to 1.17x (a .pyi-only patch 1.12x).
+# has read up to 1.23x (a .pyi-only patch 1.12x); a reading above it is
+# measured again (:func:`_timed`).
 SPEED_TOLERANCE = 1.25
 
 _SPEED_SCRIPT = """
@@ -556,6 +557,25 @@ def _speed(base: pathlib.Path, repo: pathlib.Path, python: str,
       for name, value in json.loads(done.stdout.splitlines()[-1]).items():
         runs[label + name].append(value)
   return {name: min(values) for name, values in runs.items()}
+
+
+def _timed(patch: series_patches.SeriesPatch, base: pathlib.Path,
+           repo: pathlib.Path, python: str) -> tuple[dict[str, float], str]:
+  """:func:`_speed` of ``base`` and ``repo``, and why it is too slow if so.
+
+  A reading over the tolerance or the target is measured again, in fresh
+  processes, and each tree keeps its fastest round of both: a slowdown the
+  patch makes shows again, while a lucky fast round of the base (a quiet
+  run here read 1.23x for a patch that leaves the path alone) does not
+  fail it. Both trees get the extra rounds, so neither is favoured.
+  """
+  speed = _speed(base, repo, python)
+  slow = _too_slow(patch, speed)
+  if slow:
+    again = _speed(base, repo, python)
+    speed = {name: min(value, again[name]) for name, value in speed.items()}
+    slow = _too_slow(patch, speed)
+  return speed, slow
 
 
 def _too_slow(patch: series_patches.SeriesPatch,
@@ -639,8 +659,7 @@ def check_alone(target: Target, pull_requests: list[pathlib.Path],
         _git(base_tree, "reset", "-q", "--hard", base_tree_head)
         if patch.speed_target is None:
           _commit(base_tree, chain[:-1], target, _SCRATCH_COMMITTER)
-        step.speed = _speed(base_tree, repo, python)
-        step.slow = _too_slow(patch, step.speed)
+        step.speed, step.slow = _timed(patch, base_tree, repo, python)
   return results
 
 

@@ -18,17 +18,23 @@ An abort or a segfault there fails the test that ran it instead of taking the
 whole run down, and its exit status says which it was.
 """
 
+import os
 import pathlib
 import subprocess
 import sys
+from typing import Mapping
 
 _ROOT = pathlib.Path(__file__).parents[1]
 
 
-def run(script: str, timeout: float = 300) -> "subprocess.CompletedProcess[str]":
+def run(script: str, timeout: float = 300,
+        env: Mapping[str, str] | None = None,
+       ) -> "subprocess.CompletedProcess[str]":
   """Runs ``script`` with ``python -c`` from the repository root.
 
-  The environment is this process's, ``XLA_FLAGS`` included.
+  The environment is ``env``, or else this process's, ``XLA_FLAGS``
+  included.
   """
   return subprocess.run([sys.executable, "-c", script], capture_output=True,
-                        text=True, timeout=timeout, check=False, cwd=_ROOT)
+                        text=True, timeout=timeout, check=False, cwd=_ROOT,
+                        env=dict(os.environ if env is None else env))

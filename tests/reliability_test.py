@@ -25,7 +25,7 @@ import os
 import textwrap
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 from unittest import mock
 
 from absl.testing import absltest
@@ -352,15 +352,37 @@ class ThreadTest(absltest.TestCase):
     self.assertEqual(producer.deletes, 1)
 
 
+def _without_malloc_check(environ: Mapping[str, str]) -> dict[str, str]:
+  """``environ`` without glibc's malloc-check allocator, if it has it.
+
+  tools/hostile_allocator.sh preloads libc_malloc_debug.so with
+  MALLOC_CHECK_=3. That library keeps an arena of its own, which glibc's
+  fork does not lock: a jaxlib thread that allocates during a fork leaves
+  it locked in the child, and the child hangs in CPython's own after-fork
+  code before any of ours runs (seen once in about 25 runs). Without it,
+  allocations go to glibc's own malloc, whose fork is safe and which still
+  honours MALLOC_PERTURB_.
+  """
+  env = {name: value for name, value in environ.items()
+         if name != "MALLOC_CHECK_"}
+  preload = [library for library in env.get("LD_PRELOAD", "").split(":")
+             if library and "libc_malloc_debug" not in library]
+  env.pop("LD_PRELOAD", None)
+  if preload:
+    env["LD_PRELOAD"] = ":".join(preload)
+  return env
+
+
 class ProcessTest(absltest.TestCase):
 
   def test_fork_after_imports_leaves_parent_and_child_sound(self) -> None:
     # Each fork happens while another thread holds the claim lock; the
     # child claims a capsule and ends with os._exit, as a forking server's
     # worker does. The parent keeps importing and exits with live imports
-    # of every kind.
+    # of every kind. A child that has not exited within a minute fails the
+    # run at once, saying which fork it was.
     script = textwrap.dedent(f"""
-        import gc, os, signal, threading, warnings
+        import gc, os, signal, sys, threading, time, warnings
         import numpy as np
         from jax_patch._src import conformance, dlpack, dlpack_capsule
         from tests import producers
@@ -385,6 +407,18 @@ class ProcessTest(absltest.TestCase):
                                               versioned_ok=True)
           view = dlpack_capsule.host_view(info)
           os._exit(0 if np.array_equal(view, source) else 7)
+        def exit_status(pid, fork):
+          # The alarm covers the child's own code, not CPython's after-fork
+          # code that runs before it.
+          deadline = time.monotonic() + 60
+          while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+              return os.waitstatus_to_exitcode(status)
+            time.sleep(0.01)
+          os.kill(pid, signal.SIGKILL)
+          os.waitpid(pid, 0)
+          sys.exit(f"the child of fork {{fork}} was still running after 60 s")
         imports()
         for fork in range({int(20 * _SOAK)}):
           holding, done = threading.Event(), threading.Event()
@@ -400,16 +434,25 @@ class ProcessTest(absltest.TestCase):
             claim_in_child()
           done.set()
           holder.join()
-          _, status = os.waitpid(pid, 0)
-          assert os.waitstatus_to_exitcode(status) == 0, (fork, status)
+          assert exit_status(pid, fork) == 0, fork
           imports()
         for imported in kept:
           assert float(imported[1]) == 1.0
         print("forks", fork + 1, "live imports", len(kept))
         """)
-    run = fresh_process.run(script)
+    run = fresh_process.run(script, env=_without_malloc_check(os.environ))
     self.assertEqual(run.returncode, 0, run.stderr[-3000:])
     self.assertRegex(run.stdout, r"forks \d+ live imports \d+")
+
+  def test_malloc_check_is_left_out_of_the_fork_test_alone(self) -> None:
+    env = _without_malloc_check({
+        "LD_PRELOAD": "/lib/libc_malloc_debug.so.0:/lib/libother.so",
+        "MALLOC_CHECK_": "3", "MALLOC_PERTURB_": "165",
+        "PYTHONMALLOC": "malloc"})
+    self.assertEqual(env, {"LD_PRELOAD": "/lib/libother.so",
+                           "MALLOC_PERTURB_": "165", "PYTHONMALLOC": "malloc"})
+    self.assertNotIn("LD_PRELOAD", _without_malloc_check(
+        {"LD_PRELOAD": "/lib/libc_malloc_debug.so.0"}))
 
 
 class SourceLifetimeTest(absltest.TestCase):

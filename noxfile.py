@@ -226,7 +226,9 @@ def matrix(session: nox.Session, jax: str, python_version: str) -> None:
 
   def pytest(x64: bool) -> str:
     junits[x64].unlink(missing_ok=True)
-    command = ["python", "-m", "pytest", "-q", "tests",
+    # On every core (pytest-xdist): the README's stage of .ci/run runs the
+    # suite in one process.
+    command = ["python", "-m", "pytest", "-q", "-n", "auto", "tests",
                f"--junitxml={junits[x64]}"]
     if not typed:
       command.append("--ignore=tests/typing_test.py")  # Needs mypy, pytype.

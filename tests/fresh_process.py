@@ -18,7 +18,6 @@ An abort or a segfault there fails the test that ran it instead of taking the
 whole run down, and its exit status says which it was.
 """
 
-import os
 import pathlib
 import subprocess
 import sys
@@ -37,4 +36,4 @@ def run(script: str, timeout: float = 300,
   """
   return subprocess.run([sys.executable, "-c", script], capture_output=True,
                         text=True, timeout=timeout, check=False, cwd=_ROOT,
-                        env=dict(os.environ if env is None else env))
+                        env=env)

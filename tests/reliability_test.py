@@ -359,7 +359,7 @@ def _without_malloc_check(environ: Mapping[str, str]) -> dict[str, str]:
   MALLOC_CHECK_=3. That library keeps an arena of its own, which glibc's
   fork does not lock: a jaxlib thread that allocates during a fork leaves
   it locked in the child, and the child hangs in CPython's own after-fork
-  code before any of ours runs (seen once in about 25 runs). Without it,
+  code before any of ours runs (once in 30 runs of this test's script). Without it,
   allocations go to glibc's own malloc, whose fork is safe and which still
   honours MALLOC_PERTURB_.
   """

@@ -17,9 +17,11 @@
 Each `matrix` session makes its own virtualenv with one jax/jaxlib pair on
 one Python and runs, in it, the test suite, `jax-patch check` and `jax-patch
 vendor` (the dry run), with jax_enable_x64 off; the oldest and newest pair
-(the edges) run all three with x64 on too, plus mypy, pytype and the typing
-tests, and the memory-safety tests under a hostile allocator
-(tools/hostile_allocator.sh). The `table` session prints version x step from what they recorded.
+(the edges) run all three with x64 on too, plus mypy, pytype, pyright,
+pyrefly and the typing tests, and the memory-safety tests under a hostile
+allocator (tools/hostile_allocator.sh), which their x64-off test run leaves
+those tests to. The `table` session prints version x step from what they
+recorded.
 
   .venv/bin/nox                         # every version, then the table
   .venv/bin/nox -t edges                # oldest and newest (.ci/run)
@@ -39,9 +41,11 @@ import pathlib
 import re
 import sys
 import time
-import xml.etree.ElementTree as ElementTree
 
 import nox
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent / "tools"))
+import junit_counts  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 # (jax/jaxlib, Python): one release per minor line, 0.4.35 (the oldest
 # supported) to 0.12.0.1. JAX 0.11 and later install only on Python 3.12 and
@@ -171,25 +175,21 @@ def _both(*outcomes: str) -> str:
   return "ok" if all(outcome == "ok" for outcome in outcomes) else "FAIL"
 
 
-def _test_counts(junit: pathlib.Path) -> str:
-  """Counts from pytest's JUnit XML; empty if it has none."""
-  if not junit.is_file():
+def _test_counts(*junits: pathlib.Path) -> str:
+  """Counts from pytest's JUnit XML files; empty if one is missing."""
+  if not all(junit.is_file() for junit in junits):
     return ""
-  suite = ElementTree.parse(junit).getroot()
-  if suite.tag == "testsuites":
-    suite = suite[0]
-  total, skipped = int(suite.get("tests", 0)), int(suite.get("skipped", 0))
-  failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
-  passed = total - failed - skipped
-  return f"{passed} passed, {failed} failed, {skipped} skipped"
+  return junit_counts.summary(list(junits))
 
 
-def _memory(session: nox.Session) -> str:
-  """The memory-safety tests under a hostile allocator (x64 off)."""
+def _memory(session: nox.Session, junit: pathlib.Path) -> str:
+  """The memory-safety tests under a hostile allocator (x64 off), on every
+  core."""
   python = pathlib.Path(session.virtualenv.location) / "bin" / "python"
+  junit.unlink(missing_ok=True)
   try:
-    session.run("bash", "tools/hostile_allocator.sh", str(python),
-                external=True,
+    session.run("bash", "tools/hostile_allocator.sh", str(python), "-n",
+                "auto", f"--junitxml={junit}", external=True,
                 env={"PYTHONUNBUFFERED": "1", "JAX_ENABLE_X64": "0"})
   except nox.command.CommandFailed:
     return "FAIL"
@@ -223,15 +223,19 @@ def matrix(session: nox.Session, jax: str, python_version: str) -> None:
   both_modes = (jax, python) in BOTH_X64_MODES
   junits = {x64: _result_path(jax, python, f"-tests{'-x64' * x64}.xml")
             for x64 in (False, True)}
+  memory_junit = _result_path(jax, python, "-memory.xml")
 
   def pytest(x64: bool) -> str:
     junits[x64].unlink(missing_ok=True)
-    # On every core (pytest-xdist): the README's stage of .ci/run runs the
-    # suite in one process.
+    # On every core (pytest-xdist).
     command = ["python", "-m", "pytest", "-q", "-n", "auto", "tests",
                f"--junitxml={junits[x64]}"]
     if not typed:
       command.append("--ignore=tests/typing_test.py")  # Needs mypy, pytype.
+    elif not x64:
+      # The memory step runs these in this mode, in this virtualenv, under
+      # an allocator that poisons freed memory: the same tests, stricter.
+      command += ["-m", "not memory_safety"]
     return _run_step(session, *command, x64=x64)
 
   results = {"tests": pytest(x64=False),
@@ -248,8 +252,9 @@ def matrix(session: nox.Session, jax: str, python_version: str) -> None:
     results["vendor"] = _run_step(session, "jax-patch", "vendor")
   results["types"] = _types(session) if typed else "-"
   # Issue 25's reads after free fail at once under it: at both edges.
-  results["memory"] = _memory(session) if typed else "-"
-  results["test counts"] = _test_counts(junits[False])
+  results["memory"] = _memory(session, memory_junit) if typed else "-"
+  results["test counts"] = (_test_counts(junits[False], memory_junit)
+                            if typed else _test_counts(junits[False]))
   results["test counts x64"] = (_test_counts(junits[True]) if both_modes
                                 else "")
   _record(jax, python, results)

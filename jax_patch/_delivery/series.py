@@ -399,8 +399,8 @@ def check_series(target: Target, patches: list[pathlib.Path],
       if probe_before == "ok":
         step.type_check = ("the typing probe passes before the patch too: "
                            "it shows nothing")
-      step.failed_claims = _failed_cases(repo, python, claimed,
-                                         skips_fail=True)
+      step.imports, step.failed_claims = _imports_and_claims(repo, python,
+                                                             claimed)
       if probes:
         probed.append(patch)
       for earlier in probed:
@@ -472,8 +472,8 @@ def _apply_and_check(step: StepResult, repo: pathlib.Path, python: str,
                      patch_file: pathlib.Path,
                      base_errors: collections.Counter[tuple[str, ...]] | None
                      ) -> bool:
-  """Applies ``patch_file`` with ``git am``, then checks it: JAX imports,
-  the type check (with the patch's typing probe), the lint gates.
+  """Applies ``patch_file`` with ``git am``, then checks it: the type check
+  (with the patch's typing probe) and the lint gates.
 
   Returns:
     Whether it applied; where not, ``step`` says why and the ``git am`` is
@@ -488,7 +488,6 @@ def _apply_and_check(step: StepResult, repo: pathlib.Path, python: str,
     _git(repo, "am", "--abort")
     return False
   step.applied = True
-  step.imports = _imports(repo, python)
   checked = [path for path in touched if path.startswith("jax/")]
   if patch.typing_probe:
     checked.append(_write_probe(repo, patch))
@@ -536,32 +535,46 @@ print(json.dumps(medians))
 """
 
 
-def _speed(base: pathlib.Path, repo: pathlib.Path, python: str,
-           rounds: int = 5) -> dict[str, float]:
-  """Import and export times (us) on ``base`` and ``repo``.
+def _time_trees(trees: list[pathlib.Path], python: str,
+                rounds: int = 5) -> list[dict[str, float]]:
+  """Import and export times (us) on each of ``trees``, in its order.
 
-  The two trees alternate ``rounds`` times, each round a process of its
-  own, so that drift hits both alike; a round gives a median of 9 runs of
-  300 calls, and each tree's fastest round counts: a shared machine's noise
-  only adds time (a round here now and then takes twice as long, and whole
-  processes run 10% slower than others of the same code), so one slow
-  round must not fail a pull request.
+  Every round times each tree once, in a process of its own, so that drift
+  hits all alike; a round gives a median of 9 runs of 300 calls, and each
+  tree's fastest round counts: a shared machine's noise only adds time (a
+  round here now and then takes twice as long, and whole processes run 10%
+  to 30% slower than others of the same code), so one slow round must not
+  fail a pull request.
   """
-  runs: dict[str, list[float]] = collections.defaultdict(list)
+  runs: list[dict[str, list[float]]] = [
+      collections.defaultdict(list) for _ in trees]
   for _ in range(rounds):
-    for label, tree in (("base ", base), ("", repo)):
+    for tree, tree_runs in zip(trees, runs):
       done = _run(tree, python, "-c", _SPEED_SCRIPT)
       if done.returncode:
         raise SeriesError(f"the speed script failed in {tree}: "
                           f"{done.stderr[-1000:]}")
       for name, value in json.loads(done.stdout.splitlines()[-1]).items():
-        runs[label + name].append(value)
-  return {name: min(values) for name, values in runs.items()}
+        tree_runs[name].append(value)
+  return [{name: min(values) for name, values in tree_runs.items()}
+          for tree_runs in runs]
 
 
-def _timed(patch: series_patches.SeriesPatch, base: pathlib.Path,
-           repo: pathlib.Path, python: str) -> tuple[dict[str, float], str]:
-  """:func:`_speed` of ``base`` and ``repo``, and why it is too slow if so.
+def _speed(base: pathlib.Path, repo: pathlib.Path,
+           python: str) -> dict[str, float]:
+  """:func:`_time_trees` of ``base`` and ``repo``: ``"import"`` and
+  ``"export"`` on ``repo``, ``"base import"`` and ``"base export"`` on
+  ``base``."""
+  base_times, times = _time_trees([base, repo], python)
+  return dict(times, **{f"base {name}": value
+                        for name, value in base_times.items()})
+
+
+def _timed(patch: series_patches.SeriesPatch, speed: dict[str, float],
+           base: pathlib.Path, repo: pathlib.Path,
+           python: str) -> tuple[dict[str, float], str]:
+  """``speed``, a reading of ``base`` and ``repo`` (:func:`_speed`'s
+  names), and why it is too slow if so.
 
   A reading over the tolerance or the target is measured again, in fresh
   processes, and each tree keeps its fastest round of both: a slowdown the
@@ -569,13 +582,49 @@ def _timed(patch: series_patches.SeriesPatch, base: pathlib.Path,
   run here read 1.23x for a patch that leaves the path alone) does not
   fail it. Both trees get the extra rounds, so neither is favoured.
   """
-  speed = _speed(base, repo, python)
   slow = _too_slow(patch, speed)
   if slow:
     again = _speed(base, repo, python)
     speed = {name: min(value, again[name]) for name, value in speed.items()}
     slow = _too_slow(patch, speed)
   return speed, slow
+
+
+def _time_pull_requests(
+    repo: pathlib.Path, timed: list[tuple[StepResult,
+                                          series_patches.SeriesPatch,
+                                          str, str]],
+    python: str, scratch: pathlib.Path) -> None:
+  """Times each pull request against the tree it is cut on.
+
+  Args:
+    repo: the scratch repository that holds every commit named in
+      ``timed``.
+    timed: ``(step, patch, base commit, its commit)`` of each pull request
+      to time; sets the step's ``speed`` and ``slow``.
+    scratch: where each tree gets a work tree of its own.
+
+  Many pull requests are cut on the same tree (the target, or a
+  dependency's), so each distinct tree (git's tree hash) is timed once,
+  all of them in the same rounds.
+  """
+  places: dict[str, pathlib.Path] = {}
+  for _, _, *commits in timed:
+    for commit in commits:
+      tree = _git(repo, "rev-parse", f"{commit}^{{tree}}").strip()
+      if tree not in places:
+        places[tree] = scratch / f"timed-{len(places)}"
+        _git(repo, "worktree", "add", "-q", "--detach", str(places[tree]),
+             commit)
+  keys = {commit: _git(repo, "rev-parse", f"{commit}^{{tree}}").strip()
+          for _, _, *commits in timed for commit in commits}
+  times = dict(zip(places, _time_trees(list(places.values()), python)))
+  for step, patch, base, commit in timed:
+    reading = dict(times[keys[commit]],
+                   **{f"base {name}": value
+                      for name, value in times[keys[base]].items()})
+    step.speed, step.slow = _timed(patch, reading, places[keys[base]],
+                                   places[keys[commit]], python)
 
 
 def _too_slow(patch: series_patches.SeriesPatch,
@@ -617,15 +666,10 @@ def check_alone(target: Target, pull_requests: list[pathlib.Path],
   """
   patches = patches_for(target)
   results = []
+  # What --speed times once every pull request is checked.
+  timed: list[tuple[StepResult, series_patches.SeriesPatch, str, str]] = []
   with tempfile.TemporaryDirectory() as scratch:
     repo = _scratch_repo(target, pathlib.Path(scratch))
-    # A second copy to time against, and its first commit.
-    timing: tuple[pathlib.Path, str] | None = None
-    if speed:
-      base_copy = pathlib.Path(scratch) / "base"
-      base_copy.mkdir()
-      base_tree = _scratch_repo(target, base_copy)
-      timing = (base_tree, _git(base_tree, "rev-parse", "HEAD").strip())
     base = _git(repo, "rev-parse", "HEAD").strip()
     checker = _checker(repo, python)
     jaxlib = _jaxlib_version(repo, python)
@@ -640,26 +684,28 @@ def check_alone(target: Target, pull_requests: list[pathlib.Path],
       # The dependencies as the pull request was cut on them: in a queue,
       # each of theirs merges first (their own files may not stack).
       _commit(repo, chain[:-1], target, _SCRATCH_COMMITTER)
+      cut_on = _git(repo, "rev-parse", "HEAD").strip()
       if not _apply_and_check(step, repo, python, checker, patch, patch_file,
                               base_errors):
         continue
       claims = [claim for each in chain for claim in each.claims]
-      step.failed_claims = _failed_cases(repo, python, claims, skips_fail=True)
+      step.imports, step.failed_claims = _imports_and_claims(repo, python,
+                                                             claims)
       if patch.runtime_probe and patch.shows_on_jaxlib(jaxlib):
         outcome = _runtime_probe(repo, python, patch.runtime_probe)
         if outcome != "ok":
           step.failed_probes[patch.slug] = outcome
       if interop_test and target.has_interop_test:
         step.interop_passed, step.interop_test = _interop_test(repo, python)
-      if timing is not None and step.imports:
+      if speed and step.imports:
         # Against the tree the pull request is cut on, so that what its
         # dependencies cost (stated in theirs) is not counted again; a speed
         # target is a fraction of the base's own time.
-        base_tree, base_tree_head = timing
-        _git(base_tree, "reset", "-q", "--hard", base_tree_head)
-        if patch.speed_target is None:
-          _commit(base_tree, chain[:-1], target, _SCRATCH_COMMITTER)
-        step.speed, step.slow = _timed(patch, base_tree, repo, python)
+        timed.append((step, patch,
+                      base if patch.speed_target is not None else cut_on,
+                      _git(repo, "rev-parse", "HEAD").strip()))
+    if timed:
+      _time_pull_requests(repo, timed, python, pathlib.Path(scratch))
   return results
 
 
@@ -682,14 +728,6 @@ def _run(repo: pathlib.Path, python: str, *args: str,
   env["JAX_PLATFORMS"] = "cpu"
   return subprocess.run([python, *args], cwd=repo, env=env, text=True,
                         capture_output=True, check=False)
-
-
-def _imports(repo: pathlib.Path, python: str) -> bool:
-  done = _run(repo, python, "-c",
-              "import jax, jax.numpy, jax.dlpack, pathlib, sys;"
-              f"sys.exit(pathlib.Path(jax.__file__).parent != "
-              f"pathlib.Path({str(repo / 'jax')!r}))")
-  return done.returncode == 0
 
 
 def _jaxlib_version(repo: pathlib.Path, python: str) -> tuple[int, ...]:
@@ -874,9 +912,12 @@ def _lint(repo: pathlib.Path, python: str, touched: list[str],
   return failed
 
 
+# Its first line says where JAX came from, before any case can end the
+# process; its last, the failed cases.
 _CASES_SCRIPT = """
 import json, sys
-import jax.numpy as jnp
+import jax, jax.dlpack, jax.numpy as jnp
+print(json.dumps(jax.__file__), flush=True)
 from jax_patch._src import conformance
 skips_fail = sys.argv[1] == "skips-fail"
 wanted = set(sys.argv[2:])
@@ -893,22 +934,44 @@ print(json.dumps(failed))
 _CASES_DID_NOT_RUN = "(the cases did not run)"
 
 
-def _failed_cases(repo: pathlib.Path, python: str, names: list[str],
-                  skips_fail: bool = False) -> dict[str, str]:
-  """Runs cases ``names`` in the tree: the failed ones, with what they saw.
+def _imports_and_claims(repo: pathlib.Path, python: str,
+                        names: list[str]) -> tuple[bool, dict[str, str]]:
+  """Whether the tree's own JAX imports, and its claims ``names`` that
+  fail (a claim that skips fails: it proves nothing), in one process."""
+  return _cases(repo, python, names, skips_fail=True)
+
+
+def _failed_cases(repo: pathlib.Path, python: str,
+                  names: list[str]) -> dict[str, str]:
+  """Cases ``names`` that fail in the tree, with what they saw."""
+  return _cases(repo, python, names, skips_fail=False)[1]
+
+
+def _cases(repo: pathlib.Path, python: str, names: list[str],
+           skips_fail: bool) -> tuple[bool, dict[str, str]]:
+  """Runs cases ``names`` in the tree, in a process of its own.
 
   The cases run with jax_enable_x64 off, JAX's default, the mode the series
-  states its claims in (some hold in that mode only). With ``skips_fail``,
-  a case that skips counts as failed: a claim that does not run proves
-  nothing.
+  states its claims in (some hold in that mode only).
+
+  Returns:
+    Whether ``jax``, ``jax.numpy`` and ``jax.dlpack`` imported from the
+    tree's own ``jax/``, and the failed cases, with what they saw; a case
+    that skips counts as failed with ``skips_fail``.
   """
   done = _run(repo, python, "-c", _CASES_SCRIPT,
               "skips-fail" if skips_fail else "skips-pass", *names,
               env={"JAX_ENABLE_X64": "0"})
-  if done.returncode:
-    return {_CASES_DID_NOT_RUN: done.stderr.strip()[-1000:]}
-  failed: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
-  return failed
+  lines = done.stdout.strip().splitlines()
+  try:
+    imported_from = pathlib.Path(json.loads(lines[0])).parent
+  except (IndexError, ValueError):
+    return False, {_CASES_DID_NOT_RUN: done.stderr.strip()[-1000:]}
+  imports = imported_from == repo / "jax"
+  if done.returncode or len(lines) < 2:
+    return imports, {_CASES_DID_NOT_RUN: done.stderr.strip()[-1000:]}
+  failed: dict[str, str] = json.loads(lines[-1])
+  return imports, failed
 
 
 def _interop_test(repo: pathlib.Path, python: str) -> tuple[bool, str]:

@@ -60,6 +60,13 @@ NEWEST = ("0.12.0.1", "3.12")
 TYPE_CHECKED = (MATRIX[0], NEWEST)
 # Run with jax_enable_x64 on as well as off: the same edges.
 BOTH_X64_MODES = TYPE_CHECKED
+# The cases of tests/series_test.py that check the series against the
+# installed JAX (minutes: each pull request alone, and the stack), which
+# the `series` session checks too, on NEWEST's sdist.
+SERIES_SESSION_CHECKS = (
+    "test_every_pull_request_applies_on_its_dependencies_alone",
+    "test_every_step_applies_imports_and_passes_its_claims",
+    "test_fully_applied_series_fails_no_case_but_those_left_undone")
 STEPS = ("tests", "tests x64", "check", "vendor", "types", "memory")
 
 # The releases on either side of each gate in jax_patch/_src/dlpack_compat.py
@@ -236,6 +243,12 @@ def matrix(session: nox.Session, jax: str, python_version: str) -> None:
       # The memory step runs these in this mode, in this virtualenv, under
       # an allocator that poisons freed memory: the same tests, stricter.
       command += ["-m", "not memory_safety"]
+    if (jax, python) == NEWEST and not x64:
+      # The series session checks the same series on the same files (its
+      # sdist's jax/ is this wheel's, which it checks) with this jaxlib, and
+      # more: its JAX's own type check and lint gates, and the speed.
+      command += [f"--deselect=tests/series_test.py::InstalledJaxSeriesTest"
+                  f"::{name}" for name in SERIES_SESSION_CHECKS]
     return _run_step(session, *command, x64=x64)
 
   results = {"tests": pytest(x64=False),
@@ -303,6 +316,14 @@ def series(session: nox.Session) -> None:
   sdist, = scratch.glob("jax-*.tar.gz")
   session.run("tar", "-xzf", str(sdist), "-C", str(scratch), external=True)
   tree = scratch / sdist.name[:-len(".tar.gz")]
+  # The matrix's NEWEST session leaves SERIES_SESSION_CHECKS to this one:
+  # they check the installed wheel's jax/, this checks the sdist's.
+  installed = session.run(
+      "python", "-c", "import jax, pathlib; "
+      "print(pathlib.Path(jax.__file__).parent)",
+      silent=True).strip().splitlines()[-1]
+  session.run("diff", "-rq", "-x", "__pycache__", installed,
+              str(tree / "jax"), external=True)
   author = ("--author", "jax-patch CI <ci@jax-patch.invalid>")
   # The merge queue, each pull request alone and timed, and the stack.
   session.run("jax-patch", "series", "--against", str(tree), "--out",
@@ -315,8 +336,11 @@ def series(session: nox.Session) -> None:
       "pathlib.Path(sys.argv[1])).min_jaxlib)))", str(tree),
       silent=True).strip().splitlines()[-1]
   session.install("--no-deps", f"jaxlib=={minimum}")
+  # Its claims and probes: JAX's lint gates and type check read the text
+  # alone and ran above.
   session.run("jax-patch", "series", "--against", str(tree), "--out",
-              str(scratch / "patches"), *author, "--check", "--stack-only")
+              str(scratch / "patches"), *author, "--check", "--stack-only",
+              "--runtime-only")
 
 
 @nox.session(python="3.11")

@@ -15,6 +15,7 @@
 """Named mutations of the promise-keeping and memory-safety code.
 
   python tools/mutation_check.py [--fast] [--only NAME ...] [--list]
+                                 [--jobs N]
 
 Each mutation breaks one behaviour of ``jax_patch/_src/dlpack.py``,
 ``dlpack_capsule.py`` or ``dlpack_device.py`` in a copy of the tree, by
@@ -32,9 +33,11 @@ interpreter and its environment, ``JAX_ENABLE_X64`` included.
 from __future__ import annotations
 
 import argparse
+from concurrent import futures
 import dataclasses
 import os
 import pathlib
+import queue
 import shutil
 import subprocess
 import sys
@@ -243,38 +246,59 @@ def _caught(status: int) -> bool:
   return status == 1 or status < 0
 
 
-def run(mutations: tuple[Mutation, ...], timeout: float) -> int:
-  """Checks ``mutations``; returns how many were not caught."""
-  survived = 0
+def _check(mutation: Mutation, tree: pathlib.Path, timeout: float) -> bool:
+  """Breaks ``mutation`` in ``tree``, runs its tests, mends it: whether a
+  test caught it. Prints what happened."""
+  path = tree / mutation.path
+  original = path.read_text()
+  found = original.count(mutation.old)
+  if found != 1:
+    print(f"ERROR    {mutation.name}: its text occurs {found} times in "
+          f"{mutation.path}; update the mutation", flush=True)
+    return False
+  path.write_text(original.replace(mutation.old, mutation.new))
+  start = time.monotonic()
+  try:
+    status, output = _pytest(tree, mutation.tests, timeout)
+  finally:
+    path.write_text(original)
+  seconds = time.monotonic() - start
+  if _caught(status):
+    print(f"killed   {mutation.name} ({seconds:.0f} s)", flush=True)
+    return True
+  print(f"SURVIVED {mutation.name}: pytest exit status {status} for "
+        f"{' '.join(mutation.tests)}\n{output[-2000:]}", flush=True)
+  return False
+
+
+def run(mutations: tuple[Mutation, ...], timeout: float,
+        jobs: int = 1) -> int:
+  """Checks ``mutations``, ``jobs`` at a time, each job in a copy of the
+  tree of its own; returns how many were not caught."""
   with tempfile.TemporaryDirectory() as scratch:
-    tree = pathlib.Path(scratch)
-    _copy_tree(tree)
+    trees: queue.SimpleQueue[pathlib.Path] = queue.SimpleQueue()
+    for job in range(max(1, min(jobs, len(mutations)))):
+      tree = pathlib.Path(scratch) / f"tree-{job}"
+      _copy_tree(tree)
+      trees.put(tree)
     selected = tuple(dict.fromkeys(t for m in mutations for t in m.tests))
-    status, output = _pytest(tree, selected, timeout)
+    first = trees.get()
+    status, output = _pytest(first, selected, timeout)
+    trees.put(first)
     if status:
       print(f"{output[-3000:]}\nmutations: the tests fail unmutated (exit "
             f"status {status}): nothing to compare with", flush=True)
       return len(mutations)
-    for mutation in mutations:
-      path = tree / mutation.path
-      original = path.read_text()
-      found = original.count(mutation.old)
-      if found != 1:
-        survived += 1
-        print(f"ERROR    {mutation.name}: its text occurs {found} times in "
-              f"{mutation.path}; update the mutation", flush=True)
-        continue
-      path.write_text(original.replace(mutation.old, mutation.new))
-      start = time.monotonic()
-      status, output = _pytest(tree, mutation.tests, timeout)
-      path.write_text(original)
-      seconds = time.monotonic() - start
-      if _caught(status):
-        print(f"killed   {mutation.name} ({seconds:.0f} s)", flush=True)
-      else:
-        survived += 1
-        print(f"SURVIVED {mutation.name}: pytest exit status {status} for "
-              f"{' '.join(mutation.tests)}\n{output[-2000:]}", flush=True)
+
+    def check(mutation: Mutation) -> bool:
+      tree = trees.get()
+      try:
+        return _check(mutation, tree, timeout)
+      finally:
+        trees.put(tree)
+
+    with futures.ThreadPoolExecutor(max_workers=trees.qsize()) as pool:
+      survived = sum(not killed for killed in pool.map(check, mutations))
   print(f"mutations: {len(mutations) - survived} killed, {survived} "
         "survived", flush=True)
   return survived
@@ -290,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="list the mutations and the tests of each")
   parser.add_argument("--timeout", type=float, default=600,
                       help="seconds per mutation's tests")
+  parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                      help="mutations checked at once, each in a copy of "
+                      "the tree of its own (default: one per core)")
   args = parser.parse_args(argv)
   chosen = tuple(m for m in MUTATIONS
                  if (not args.fast or m.fast)
@@ -301,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     for mutation in chosen:
       print(f"{mutation.name}: {mutation.path} -> {' '.join(mutation.tests)}")
     return 0
-  return 1 if run(chosen, args.timeout) else 0
+  return 1 if run(chosen, args.timeout, args.jobs) else 0
 
 
 if __name__ == "__main__":

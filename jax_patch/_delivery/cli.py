@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import argparse
+from concurrent import futures
 import dataclasses
 import importlib.util
 import json
@@ -394,20 +395,28 @@ def _series_command(args: argparse.Namespace) -> int:
     return 0
   conflicts: dict[str, list[str]] = {}
   alone: list[series.StepResult] = []
-  if not args.stack_only:
-    conflicts = series.merge_conflicts(target)
-    for subject, files in conflicts.items():
-      print(f"merge queue: FAILED: {subject} conflicts in {', '.join(files)}")
-    if not conflicts:
-      print(f"merge queue: ok: the {len(patches)} pull requests merge in "
-            "order without conflicts, into the stack's tree")
-    alone = series.check_alone(target, patches, python=args.python,
-                               interop_test=args.interop_test,
-                               speed=args.speed)
-    _print_steps("pull request", alone, series.dependency_numbers(target))
   stack = series.stack_files(out)
-  results = series.check_series(target, stack, python=args.python,
-                                interop_test=args.interop_test)
+  # The stack and the pull requests alone are checked side by side, each
+  # in a scratch tree of its own (their processes take both cores); the
+  # pull requests are timed once the stack is done.
+  with futures.ThreadPoolExecutor(max_workers=1) as beside:
+    stacked = beside.submit(series.check_series, target, stack,
+                            python=args.python,
+                            interop_test=args.interop_test,
+                            gates=not args.runtime_only)
+    if not args.stack_only:
+      conflicts = series.merge_conflicts(target)
+      for subject, files in conflicts.items():
+        print(f"merge queue: FAILED: {subject} conflicts in "
+              f"{', '.join(files)}")
+      if not conflicts:
+        print(f"merge queue: ok: the {len(patches)} pull requests merge in "
+              "order without conflicts, into the stack's tree")
+      alone = series.check_alone(target, patches, python=args.python,
+                                 interop_test=args.interop_test,
+                                 speed=args.speed, quiet=stacked.result)
+      _print_steps("pull request", alone, series.dependency_numbers(target))
+    results = stacked.result()
   _print_steps("stack step", results, {})
   queue_checks = 0 if args.stack_only else 1
   failed = (sum(not step.ok for step in alone + results) + bool(conflicts)
@@ -550,6 +559,12 @@ def main(argv: Sequence[str] | None = None) -> int:
       "--stack-only", action="store_true",
       help="with --check, check only the stack, not the merge queue or each "
       "pull request alone (as on a second jaxlib, once they were)")
+  series_parser.add_argument(
+      "--runtime-only", action="store_true",
+      help="with --check, leave out JAX's pre-commit gates and the type "
+      "check, which read the text alone (JAX runs them once per commit, in "
+      "an environment of their own): for a second check at another jaxlib, "
+      "once the first passed")
   series_parser.add_argument(
       "--speed", action="store_true",
       help="with --check, also time each pull request's import and export "

@@ -1,0 +1,22 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""jax-patch's tests.
+
+Whatever imports a test module first imports this package, which asks for
+the CPU devices every test module runs with (``cpu_devices``), before JAX
+starts, in any order and any subset.
+"""
+
+from tests import cpu_devices as _cpu_devices  # noqa: F401

@@ -30,11 +30,8 @@ mode, so the contract is checked for 64-bit values as JAX holds them in it.
 
 import os
 
-# Several CPU devices, for the check of the device contract, as the other
-# test modules ask (the last request before JAX starts wins); the worker
-# processes ask for their own.
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_force_host_platform_device_count=4")
+# First: the CPU devices every test module runs with, before JAX starts.
+from tests import cpu_devices  # pylint: disable=g-import-not-at-top
 
 # pylint: disable=g-import-not-at-top
 import json
@@ -289,9 +286,7 @@ class ContractCheckTest(parameterized.TestCase):
       del kwargs
       return jax.device_put(dlpack.from_dlpack(producer, copy=True),
                             jax.devices("cpu")[-1])
-    if len(jax.devices("cpu")) < 2:
-      self.skipTest("JAX was initialised with one CPU device, before this "
-                    "module could ask for several")
+    cpu_devices.require(2)
     self._assert_violation(_valid_case(device=0), moves,
                            "returned an array on")
 

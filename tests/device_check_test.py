@@ -29,9 +29,8 @@ in the device check's GPU tests and skips elsewhere.
 
 import os
 
-# Several CPU devices, before JAX creates its CPU backend (as the script).
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_force_host_platform_device_count=4")
+# First: the CPU devices every test module runs with, before JAX starts.
+from tests import cpu_devices  # noqa: F401  # pylint: disable=unused-import
 
 import ast  # pylint: disable=g-import-not-at-top
 import contextlib  # pylint: disable=g-import-not-at-top

@@ -19,11 +19,8 @@ gate claims about it; run on every JAX of the matrix (noxfile.py), they
 pin each extension-version boundary to the behaviour it stands for.
 """
 
-import os
-
-# Two CPU devices, before JAX creates its CPU backend.
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_force_host_platform_device_count=2")
+# First: the CPU devices every test module runs with, before JAX starts.
+from tests import cpu_devices  # pylint: disable=g-import-not-at-top
 
 import gc  # pylint: disable=g-import-not-at-top
 import threading
@@ -68,7 +65,7 @@ def _alias_is_right_everywhere(source: np.ndarray[Any, Any]) -> bool:
   except dlpack_compat.RuntimeErrorType:
     return False  # jaxlib 0.7.2 refuses a transposed layout.
   try:
-    return not conformance.wrong_uses(alias, source, jax.devices("cpu")[1])
+    return not conformance.wrong_uses(alias, source, cpu_devices.require(2)[1])
   except AssertionError:
     return False  # JAX before 0.5.1 refuses to compute with it.
 
@@ -365,7 +362,7 @@ class LayoutTest(parameterized.TestCase):
     source = conformance.aligned_array(base_shape).transpose(axes)
     result = dlpack.from_dlpack(source)
     self.assertEmpty(conformance.wrong_uses(result, source,
-                                            jax.devices("cpu")[1]))
+                                            cpu_devices.require(2)[1]))
 
 if __name__ == "__main__":
   absltest.main()

@@ -22,10 +22,8 @@ for the second mode; the dtypes expected here are written out per mode, not
 read back from JAX's own canonicalisation.
 """
 
-import os
-
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_force_host_platform_device_count=4")
+# First: the CPU devices every test module runs with, before JAX starts.
+from tests import cpu_devices  # pylint: disable=g-import-not-at-top
 
 from typing import Any  # pylint: disable=g-import-not-at-top
 from unittest import mock
@@ -141,8 +139,8 @@ class PlacementTest(parameterized.TestCase):
   """``device=`` moves 64-bit input as the mode says it is held."""
 
   def _targets(self) -> dict[str, Any]:
-    devices = jax.devices("cpu")
-    mesh = Mesh(np.array(devices[:4]), ("x",))
+    devices = cpu_devices.require(4)
+    mesh = Mesh(np.array(devices), ("x",))
     return {
         "device": devices[1],
         "sharding": jax.sharding.SingleDeviceSharding(devices[2]),
@@ -170,7 +168,7 @@ class PlacementTest(parameterized.TestCase):
       self, wide: Any) -> None:
     with self.assertRaises(jax_patch.CopyRequiredError):
       jax_patch.from_dlpack(conformance.aligned_array((8,), wide),
-                            device=jax.devices("cpu")[1], copy=False)
+                            device=cpu_devices.require(2)[1], copy=False)
 
 
 class ExportTest(parameterized.TestCase):

@@ -24,24 +24,19 @@ in a process of its own, whose exit status says whether it survived.
 """
 
 import gc
-import os
 import textwrap
 from typing import Iterator
 import weakref
 
 from absl.testing import absltest
 from absl.testing import parameterized
-import jax
 
 from jax_patch._src import conformance
 from jax_patch._src import dlpack
+from tests import cpu_devices
 from tests import fresh_process
 from tests import producers
 
-if "xla_force_host_platform_device_count" not in os.environ.get(
-    "XLA_FLAGS", ""):
-  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                             + " --xla_force_host_platform_device_count=2")
 
 # One import, then its release. ``{import_kwargs}`` says what the import
 # does: alias, copy, or move to cpu:1; ``released_by_a_worker`` starts a
@@ -109,6 +104,8 @@ class ProducerStructureLifetimeTest(parameterized.TestCase):
   def test_release_reads_nothing_the_producer_freed(
       self, versioned: bool, null_deleter: bool, mode: str) -> None:
     import_kwargs, by_worker = _MODES[mode]
+    if mode in ("moved", "released_by_a_worker"):
+      cpu_devices.require(2)  # The script's cpu[1]: it runs with our flags.
     script = textwrap.dedent(_IMPORT_THEN_RELEASE).format(
         shape=(2048, 2048) if by_worker else (64, 64),
         versioned=versioned, null_deleter=null_deleter,
@@ -152,6 +149,7 @@ class ExportLifetimeTest(parameterized.TestCase):
   )
   def test_consumer_reads_the_export_after_the_array_is_gone(
       self, device: int, export_kwargs: str) -> None:
+    cpu_devices.require(device + 1)  # The script's: it runs with our flags.
     script = textwrap.dedent(_EXPORT_THEN_RELEASE).format(
         device=device, export_kwargs=export_kwargs)
     run = fresh_process.run(script)
@@ -189,12 +187,12 @@ class NullDeleterOwnerTest(absltest.TestCase):
   def test_a_copy_holds_nothing_of_the_producer(self) -> None:
     producer = self._producer()
     alive = weakref.ref(producer)
-    result = dlpack.from_dlpack(producer, device=jax.devices("cpu")[1],
+    result = dlpack.from_dlpack(producer, device=cpu_devices.require(2)[1],
                                 copy=True)
     del producer
     gc.collect()
     self.assertIsNone(alive())
-    self.assertEqual(result.devices(), {jax.devices("cpu")[1]})
+    self.assertEqual(result.devices(), {cpu_devices.require(2)[1]})
 
 
 if __name__ == "__main__":

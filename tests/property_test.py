@@ -17,8 +17,8 @@ follows the aliasing rules and raises only documented errors."""
 
 import os
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_force_host_platform_device_count=4")
+# First: the CPU devices every test module runs with, before JAX starts.
+from tests import cpu_devices  # pylint: disable=g-import-not-at-top
 
 from typing import Any  # pylint: disable=g-import-not-at-top
 
@@ -87,7 +87,8 @@ class PropertyTest(absltest.TestCase):
       self, source: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]],
       copy: bool | None, device_index: int | None) -> None:
     base, view = source
-    device = None if device_index is None else jax.devices("cpu")[device_index]
+    device = (None if device_index is None
+              else cpu_devices.require(2)[device_index])
     expected = np.array(view)
     try:
       result = jax_patch.from_dlpack(view, device=device, copy=copy)
@@ -112,7 +113,7 @@ class PropertyTest(absltest.TestCase):
       self.assertTrue(shares, "copy=False copied")
     # The result is a sound jax.Array: computed with, raveled and moved, it
     # keeps its values.
-    other = jax.devices("cpu")[1 - (device_index or 0)]
+    other = cpu_devices.require(2)[1 - (device_index or 0)]
     self.assertEmpty(conformance.wrong_uses(result, seen, other))
 
   @hypothesis.settings(max_examples=_EXAMPLES // 2, deadline=None,

@@ -1,0 +1,65 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The CPU devices the tests run on: the one place that asks for them.
+
+Importing this module (``tests/__init__.py`` does, so any ``from tests
+import ...`` does) asks XLA for :data:`COUNT` CPU devices, unless
+``XLA_FLAGS`` already names a count: the user's choice stands. It must run
+before JAX creates its CPU backend, which is why every test module imports
+it first. A test that needs more devices than the process has skips, saying
+how many it needs and how many there are (:func:`require`), whatever the
+modules run beside it or their order.
+"""
+
+import os
+import re
+from typing import Any
+import unittest
+
+# The most any test uses (a mesh of four devices).
+COUNT = 4
+_FLAG = "--xla_force_host_platform_device_count"
+_ASKED = re.compile(re.escape(_FLAG) + r"=(\d+)")
+
+
+def _ask_for_devices() -> None:
+  flags = os.environ.get("XLA_FLAGS", "")
+  if _FLAG not in flags:
+    os.environ["XLA_FLAGS"] = f"{flags} {_FLAG}={COUNT}".strip()
+
+
+def require(count: int) -> list[Any]:
+  """The first ``count`` CPU devices, for a test that needs that many.
+
+  Returns:
+    ``jax.devices("cpu")[:count]``.
+
+  Raises:
+    unittest.SkipTest: there are fewer, saying how many and why.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+
+  have = len(jax.devices("cpu"))
+  if have < count:
+    asked = _ASKED.findall(os.environ.get("XLA_FLAGS", ""))
+    raise unittest.SkipTest(
+        f"needs {count} CPU devices; this process has {have} (XLA_FLAGS "
+        f"asks for {asked[-1] if asked else 'none'}: set {_FLAG}={COUNT} "
+        "or more, or leave it out and tests/cpu_devices.py asks for "
+        f"{COUNT})")
+  return jax.devices("cpu")[:count]
+
+
+_ask_for_devices()

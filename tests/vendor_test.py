@@ -37,12 +37,24 @@ _INSTALLED_JAX = pathlib.Path(jax.__file__).parent
 # Past any release the pristine table can hold.
 _UNRELEASED = "99.0.0.dev20991231"
 _DLPACK = "jax/_src/dlpack.py"
+_OUR_NOTICE = "# Copyright 2026 The jax-patch Authors."
+_LICENSE = "# Licensed under the Apache License, Version 2.0"
 
 
 def _snapshot(root: pathlib.Path) -> dict[str, str]:
   return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
           for p in sorted(root.rglob("*"))
           if p.is_file() and ".git" not in p.relative_to(root).parts}
+
+
+def _notices(data: bytes) -> list[str]:
+  """The copyright lines of a file's leading comment block."""
+  header = []
+  for line in data.decode().splitlines():
+    if not line.startswith("#"):
+      break
+    header.append(line)
+  return [line for line in header if re.match(r"#\s*Copyright\b", line)]
 
 
 def _copy_installed_jax(root: pathlib.Path, checkout: bool) -> pathlib.Path:
@@ -145,6 +157,42 @@ class VendorTest(absltest.TestCase):
     for path in ("jax/_src/array.py", "jax/_src/basearray.pyi"):
       section = patch.split(f"diff --git a/{path}")[1].split("diff --git")[0]
       self.assertEqual(section.count("\n@@ "), 1, section)
+
+  def test_replaced_jax_files_keep_jax_copyright_lines(self) -> None:
+    # Apache-2.0 4(c): a file derived from JAX's keeps JAX's notices.
+    changes = vendor.prepare(self._jax_tree("notices", checkout=True)).changes
+    jax_notices = {c.path: _notices(c.before) for c in changes
+                   if c.before is not None}
+    self.assertNotEmpty(jax_notices[_DLPACK])
+    for change in changes:
+      with self.subTest(change.path):
+        kept = _notices(change.after)
+        for notice in jax_notices.get(change.path, []):
+          self.assertIn(notice, kept)
+
+  def test_diff_removes_no_copyright_line(self) -> None:
+    patch = vendor.diff(self._jax_tree("notices_diff", checkout=True))
+    self.assertIn(f"diff --git a/{_DLPACK}", patch)
+    self.assertEqual(re.findall(r"^-#\s*Copyright.*$", patch, re.M), [])
+
+  def test_replaced_module_adds_our_notice_after_jax_and_one_license(
+      self) -> None:
+    root = self._jax_tree("notices_order")
+    jax_notices = _notices((root / _DLPACK).read_bytes())
+    vendor.vendor(root)
+    vendored = (root / _DLPACK).read_text()
+    self.assertEqual(vendored.splitlines()[:len(jax_notices) + 2],
+                     jax_notices + [_OUR_NOTICE, "#"])
+    self.assertEqual(vendored.count(_LICENSE), 1)
+
+  def test_files_vendoring_creates_carry_a_notice(self) -> None:
+    changes = vendor.plan(self._jax_tree("created", checkout=True))
+    created = [c for c in changes if c.before is None]
+    self.assertIn("tests/dlpack_conformance_test.py",
+                  [c.path for c in created])
+    for change in created:
+      with self.subTest(change.path):
+        self.assertEqual(_notices(change.after), [_OUR_NOTICE])
 
   def test_version_older_than_the_tested_range_is_refused(self) -> None:
     root = self._jax_tree("old")

@@ -20,9 +20,10 @@ or the folder an installed ``jax`` package lies in. Vendoring copies our
 ``_src`` modules into ``jax/_src/`` with their imports rewritten, applies our
 declarations to JAX's own files (``source_patch``), and in a checkout adds
 our conformance test to ``tests/`` and corrects the assertions of JAX's own
-DLPack test that contradict the standard (``jax_test_corrections``). What it
-replaced is kept under ``.jax_patch_vendor/`` in the tree, so ``revert`` can
-restore it byte for byte.
+DLPack test that contradict the standard (``jax_test_corrections``). A
+module written over one of JAX's keeps JAX's copyright lines, ours beside
+them. What it replaced is kept under ``.jax_patch_vendor/`` in the tree, so
+``revert`` can restore it byte for byte.
 
 Only files as upstream JAX has them are replaced. In a git checkout (any
 commit, JAX's main branch included) those are the files git reports
@@ -72,6 +73,7 @@ BACKUP_DIR = ".jax_patch_vendor"
 _MANIFEST = "manifest.json"
 _VERSION = re.compile(r'^_version\s*=\s*"([^"]+)"', re.MULTILINE)
 _IMPORT = re.compile(r"\bjax_patch\._src\b")
+_NOTICE = re.compile(rb"#\s*Copyright\b")
 
 
 class VendorError(Exception):
@@ -113,6 +115,39 @@ def _read(path: pathlib.Path) -> bytes | None:
   return path.read_bytes() if path.is_file() else None
 
 
+def _notices(source: bytes) -> list[bytes]:
+  """The copyright lines of ``source``'s leading comment block."""
+  notices = []
+  for line in source.splitlines():
+    if not line.startswith(b"#"):
+      break
+    if _NOTICE.match(line):
+      notices.append(line)
+  return notices
+
+
+def _with_jax_notice(before: bytes | None, after: bytes) -> bytes:
+  """Our module ``after``, to be written over ``before``, with its notices.
+
+  Apache-2.0 4(c): a file derived from JAX's keeps JAX's copyright notice.
+  Each copyright line ``before`` has and ``after`` lacks goes first, as JAX
+  has it; ours (``after``'s first line) follows, then the license block,
+  once, since both are under Apache-2.0. A file JAX lacks (``before`` None)
+  gets ours alone. Vendoring again leaves the result as it is.
+  """
+  if before is None:
+    return after
+  ours = set(_notices(after))
+  theirs = [line for line in _notices(before) if line not in ours]
+  return b"".join(line + b"\n" for line in theirs) + after
+
+
+def _ours_over(root: pathlib.Path, path: str, after: bytes) -> FileChange:
+  """Our file ``after`` written to ``path`` in ``root``, over JAX's if any."""
+  before = _read(root / path)
+  return FileChange(path, before, _with_jax_notice(before, after))
+
+
 def _is_checkout(root: pathlib.Path) -> bool:
   return (root / "tests").is_dir() and any(
       (root / name).is_file() for name in ("setup.py", "pyproject.toml"))
@@ -132,9 +167,8 @@ def plan(root: pathlib.Path,
   """
   changes = []
   for ours, theirs in VENDORED_MODULES.items():
-    path = f"jax/_src/{theirs}"
     after = _vendored_module((_SRC / ours).read_text()).encode()
-    changes.append(FileChange(path, _read(root / path), after))
+    changes.append(_ours_over(root, f"jax/_src/{theirs}", after))
   for path, corrections in source_patch.CORRECTIONS:
     before = _read(root / path)
     if before is None:
@@ -144,9 +178,8 @@ def plan(root: pathlib.Path,
     changes.append(FileChange(path, before, corrected.encode()))
   if _is_checkout(root):
     for name in VENDORED_TESTS:
-      path = f"tests/{name}"
       after = (source_patch.PATCHES_ROOT / "tests" / name).read_bytes()
-      changes.append(FileChange(path, _read(root / path), after))
+      changes.append(_ours_over(root, f"tests/{name}", after))
     changes.extend(_corrected_jax_tests(root, skipped))
   return [c for c in changes if c.before != c.after]
 

@@ -794,8 +794,8 @@ def array_dlpack(self: Array, *, stream: int | Any | None = None,
   call and would otherwise run before it. What a consumer from DLPack 1.0 on
   asks most often (no stream, no other device, no copy) goes straight to
   jaxlib's 1.x export where jaxlib has one, and otherwise, from ``cpu:0``, to
-  :func:`_export_through_numpy`; the rest, and whatever that declines, to
-  :func:`to_dlpack`.
+  :func:`_export_through_numpy`; the rest, and whatever those decline (a
+  dtype DLPack cannot carry, say), to :func:`to_dlpack`.
   """
   if ((copy is None or copy is False) and (stream is None or stream == -1)
       and (dl_device is None or dl_device == dlpack_device.HOST_DL_DEVICE)
@@ -810,7 +810,12 @@ def array_dlpack(self: Array, *, stream: int | Any | None = None,
       # What to_dlpack comes to for this request: jaxlib's READ_ONLY alias.
       # A single-device array is its own only shard: jaxlib exports it as
       # it would addressable_data(0), without making that array first.
-      return dlpack_compat.export_versioned_capsule(self, None, max_version)
+      try:
+        return dlpack_compat.export_versioned_capsule(self, None, max_version)
+      except dlpack_compat.RuntimeErrorType:
+        # to_dlpack says why (BufferError for the dtype). Asked only once
+        # jaxlib refuses: checking the dtype first costs every export 6%.
+        pass
   return to_dlpack(self, stream=stream, max_version=max_version,
                    dl_device=dl_device, copy=copy)
 
@@ -847,7 +852,8 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
   Raises:
     TypeError: ``x`` is not a ``jax.Array``, ``copy`` is not a bool, or
       ``stream`` is not an integer.
-    BufferError: ``x`` spans several devices, ``dl_device`` names a device
+    BufferError: ``x``'s dtype has no DLPack type JAX exports (the message
+      names it), ``x`` spans several devices, ``dl_device`` names a device
       JAX does not have, or ``stream`` is invalid for ``x``'s device.
     CopyRequiredError: ``copy=False`` but ``dl_device`` needs a transfer, or
       ``max_version`` asks for a 0.x capsule, which cannot be shared safely.
@@ -857,6 +863,7 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
   if copy is not None:
     copy = _check_copy(copy, "to_dlpack")
   _check_stream_type(stream)
+  type_code = _export_type_code(x.dtype)
   requested = None if max_version is None else (max_version[0],
                                                  max_version[1])
   if requested is not None and requested[0] < 1:
@@ -871,7 +878,7 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
   exported, device, copied = _export_placement(x, src_device, dl_device, copy)
   _check_export_stream(stream, device)
   if requested is None or requested[0] < 1:
-    return _export_capsule(exported, device, stream)
+    return _export_capsule(exported, device, stream, type_code)
   if not copied and dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES:
     # jaxlib 0.12 on knows every dtype the patch exports, and marks its
     # alias READ_ONLY.
@@ -881,11 +888,44 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
     capsule = _export_through_numpy(exported, device, requested)
     if capsule is not None:
       return capsule
-  capsule = _export_capsule(exported, device, stream)
+  capsule = _export_capsule(exported, device, stream, type_code)
   flags = (dlpack_capsule.FLAG_IS_COPIED if copied
            else dlpack_capsule.FLAG_READ_ONLY)
   return dlpack_capsule.as_versioned_capsule(
       capsule, min(requested, dlpack_capsule.MAX_VERSION), flags)
+
+
+def _export_type_code(dtype: np.dtype[Any]) -> int:
+  """DLPack's type code for an export of ``dtype``, if it can be exported.
+
+  The one place that says whether a dtype exports, and as what: every dtype
+  with a DLPack type, float4_e2m1fn packed two to a byte as JAX holds it
+  (DLPack 1.1's layout), the float8 types with their DLPack 1.1 codes. jaxlib
+  exports the codes it knows (:func:`dlpack_compat.jaxlib_knows_type_code`);
+  :func:`_export_capsule` exports the others from NumPy's view of a CPU
+  buffer.
+
+  Raises:
+    BufferError: DLPack has no type for ``dtype`` that JAX exports: int1,
+      int2 and int4, their unsigned twins, float6, strings. The Array API
+      standard's error for a dtype the producer cannot export, naming it;
+      jaxlib raises ``UNIMPLEMENTED``.
+  """
+  code = dlpack_capsule.buffer_type_code(dtype)
+  if code is None:
+    raise BufferError(
+        f"to_dlpack: cannot export an array of {dtype}: DLPack has no type "
+        f"for it that JAX exports{_conversion_hint(dtype)}.")
+  return code
+
+
+def _conversion_hint(dtype: np.dtype[Any]) -> str:
+  """Says which exportable type to convert ``dtype`` to, if any fits."""
+  for kind, wider in ((np.signedinteger, "int8"),
+                      (np.unsignedinteger, "uint8"), (np.floating, "float32")):
+    if dtypes.issubdtype(dtype, kind):
+      return f"; convert it first, say with x.astype(jnp.{wider})"
+  return ""
 
 
 def _export_through_numpy(x: Array, device: Any,
@@ -920,11 +960,14 @@ def _jaxlib_stream(stream: int | Any | None) -> int | Any | None:
   return None if stream == -1 else stream
 
 
-def _export_capsule(x: Any, device: Any, stream: int | Any | None) -> Any:
-  """Returns a 0.x capsule aliasing the buffer of single-device ``x``."""
+def _export_capsule(x: Any, device: Any, stream: int | Any | None,
+                    type_code: int) -> Any:
+  """Returns a 0.x capsule aliasing the buffer of single-device ``x``.
+
+  ``type_code`` is :func:`_export_type_code` of ``x.dtype``.
+  """
   buffer = x.addressable_data(0)
-  code = dlpack_capsule.dl_type_code(x.dtype)
-  if code is None or dlpack_compat.jaxlib_knows_type_code(code):
+  if dlpack_compat.jaxlib_knows_type_code(type_code):
     return dlpack_compat.export_legacy_capsule(buffer, _jaxlib_stream(stream))
   if device.platform != "cpu":
     raise BufferError(

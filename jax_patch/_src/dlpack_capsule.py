@@ -879,6 +879,22 @@ def dl_type_code(dtype: np.dtype[Any]) -> int | None:
   return None if code_bits is None else code_bits[0]
 
 
+# DLPack 1.1's float4_e2m1fn, which JAX holds as DLPack 1.1 lays sub-byte
+# types out by default: packed, two elements to a byte (IS_SUBBYTE_TYPE_PADDED
+# unset). NumPy holds it one element to a byte, so it is not in _DTYPES.
+_PACKED_TYPE_CODES = {np.dtype(ml_dtypes.float4_e2m1fn): 17}
+
+
+def buffer_type_code(dtype: np.dtype[Any]) -> int | None:
+  """DLPack's type code for a JAX buffer of ``dtype``, or ``None`` if none.
+
+  Unlike :func:`dl_type_code`, which describes NumPy arrays, it knows the
+  sub-byte types JAX packs as DLPack does.
+  """
+  code = dl_type_code(dtype)
+  return _PACKED_TYPE_CODES.get(dtype) if code is None else code
+
+
 def capsule_for_host_array(array: np.ndarray[Any, Any],
                            device_id: int = 0) -> Any:
   """Returns a 0.x capsule on the CPU that keeps ``array`` alive.

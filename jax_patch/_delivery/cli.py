@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 from concurrent import futures
 import dataclasses
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -304,10 +305,67 @@ def check_both(as_json: bool = False, require_gpu: bool = False) -> int:
   return 1 if any(outcomes.values()) else 0
 
 
+class _UsageError(Exception):
+  """A path given on the command line is no directory, or (where the
+  command writes there) cannot be made one: the command says so in one line
+  and exits 2, as argparse does for its own usage errors, writing nothing."""
+
+
+def _directory(path: str, option: str) -> pathlib.Path:
+  """``path``, given as ``option``, where it is a directory.
+
+  Raises:
+    _UsageError: it does not exist, or is no directory: said as such,
+      rather than as what the command then misses inside it.
+  """
+  directory = pathlib.Path(path)
+  if not directory.is_dir():
+    raise _UsageError(f"{option} {path}: " + (
+        "not a directory" if directory.exists() else "no such directory"))
+  return directory
+
+
+def _output_directory(path: str, option: str) -> pathlib.Path:
+  """``path``, given as ``option``, where it is a directory or can be made
+  one (its nearest existing parent is a directory). Makes nothing.
+
+  Raises:
+    _UsageError: it, or that parent, is no directory.
+  """
+  directory = pathlib.Path(path)
+  try:
+    existing = next(each for each in (directory, *directory.parents)
+                    if each.exists())
+  except OSError as err:  # A parent that cannot be searched, say.
+    raise _UsageError(f"{option} {path}: {err.strerror}") from err
+  if not existing.is_dir():
+    where = "" if existing == directory else f" ({existing} is a file)"
+    raise _UsageError(f"{option} {path}: not a directory{where}")
+  return directory
+
+
+def _jax_tree(path: str, option: str) -> pathlib.Path:
+  """``path`` as :func:`_directory` checks it, and as a JAX tree.
+
+  Raises:
+    _UsageError: see :func:`_directory`.
+    VendorError: it is no JAX tree (it has no ``jax/version.py``): said
+      as such, rather than as the first file vendoring misses there.
+  """
+  from jax_patch._delivery import vendor  # pylint: disable=g-import-not-at-top
+  root = _directory(path, option)
+  vendor.jax_version(root)
+  return root
+
+
+def _error(command: str, message: object) -> None:
+  print(f"jax-patch {command}: error: {message}", file=sys.stderr)
+
+
 def _installed_jax_root() -> pathlib.Path:
   spec = importlib.util.find_spec("jax")
   if spec is None or spec.origin is None:
-    raise SystemExit("jax-patch: JAX is not installed.")
+    raise SystemExit("jax-patch: error: JAX is not installed.")
   return pathlib.Path(spec.origin).parent.parent
 
 
@@ -345,14 +403,15 @@ def _vendor_command(args: argparse.Namespace) -> int:
   from jax_patch._delivery import vendor  # pylint: disable=g-import-not-at-top
   try:
     if args.revert:
-      restored = vendor.revert(pathlib.Path(args.revert))
+      restored = vendor.revert(_directory(args.revert, "--revert"))
       print(f"restored {len(restored)} files: {', '.join(restored)}")
       return 0
     if args.into is None:
       return vendor_dry_run(args.force)
-    vendored = vendor.vendor(pathlib.Path(args.into), force=args.force)
+    vendored = vendor.vendor(_jax_tree(args.into, "--into"),
+                             force=args.force)
   except vendor.VendorError as err:
-    print(f"jax-patch vendor: {err}", file=sys.stderr)
+    _error("vendor", err)
     return 1
   _print_notes("vendor", vendored.notes)
   changes = vendored.changes
@@ -363,11 +422,12 @@ def _vendor_command(args: argparse.Namespace) -> int:
 
 def _diff_command(args: argparse.Namespace) -> int:
   from jax_patch._delivery import vendor  # pylint: disable=g-import-not-at-top
-  root = pathlib.Path(args.against) if args.against else _installed_jax_root()
   try:
+    root = (_jax_tree(args.against, "--against") if args.against
+            else _installed_jax_root())
     prepared = vendor.prepare(root, force=args.force)
   except vendor.VendorError as err:
-    print(f"jax-patch diff: {err}", file=sys.stderr)
+    _error("diff", err)
     return 1
   _print_notes("diff", prepared.notes)
   sys.stdout.write(vendor.git_diff(prepared.changes))
@@ -376,17 +436,17 @@ def _diff_command(args: argparse.Namespace) -> int:
 
 def _series_command(args: argparse.Namespace) -> int:
   from jax_patch._delivery import series  # pylint: disable=g-import-not-at-top
-  root = pathlib.Path(args.against)
-  out = pathlib.Path(args.out)
+  root = _directory(args.against, "--against")
+  out = _output_directory(args.out, "--out")
   try:
     target = series.read_target(root)
-    patches = series.write_series(target, out,
-                                  series.author_from(args.author, root))
-  except series.SeriesError as err:
-    print(f"jax-patch series: {err}", file=sys.stderr)
+    patches = _write_series(target, out,
+                            series.author_from(args.author, root))
+  except (series.SeriesError, OSError) as err:
+    _error("series", err)
     return 1
-  for subject in series.merged_in(target):
-    print(f"already in the target, left out: {subject}")
+  for number, subject, why in series.left_out(target):
+    print(f"left out {number:04d} ({why}): {subject}")
   print(f"wrote {len(patches)} patches for JAX {target.jax_version} "
         f"(jaxlib >= {'.'.join(map(str, target.min_jaxlib))}) into {out}")
   for patch in patches:
@@ -427,17 +487,33 @@ def _series_command(args: argparse.Namespace) -> int:
   return 1 if failed else 0
 
 
+def _write_series(target: Any, out: pathlib.Path,
+                  author: tuple[str, str]) -> list[pathlib.Path]:
+  """``series.write_series``; where it fails, the folders it made for
+  ``out`` go too."""
+  from jax_patch._delivery import series  # pylint: disable=g-import-not-at-top
+  made = next((each for each in reversed((out, *out.parents))
+               if not each.exists()), None)
+  try:
+    return series.write_series(target, out, author)
+  except BaseException:
+    if made is not None:
+      shutil.rmtree(made, ignore_errors=True)
+    raise
+
+
 def _print_steps(kind: str, results: list[Any],
                  dependencies: dict[int, list[int]]) -> None:
   for step in results:
     after = dependencies.get(step.index)
-    on = f" (after {', '.join(map(str, after))})" if after else ""
+    on = (f" (after {', '.join(f'{each:04d}' for each in after)})"
+          if after else "")
     interop = f" (DLPack test: {step.interop_test})" if step.interop_test else ""
     if step.speed:
       interop += " (speed: " + ", ".join(
           f"{name} {step.speed['base ' + name]:.1f} -> "
           f"{step.speed[name]:.1f} us" for name in ("import", "export")) + ")"
-    print(f"{kind} {step.index}{on}: {'ok' if step.ok else 'FAILED'}: "
+    print(f"{kind} {step.index:04d}{on}: {'ok' if step.ok else 'FAILED'}: "
           f"{step.subject}{interop}")
     if not step.ok:
       print(textwrap.indent(json.dumps(dataclasses.asdict(step), indent=1),
@@ -464,11 +540,12 @@ def _stubs_command(args: argparse.Namespace) -> int:
   from jax_patch._delivery import stubs  # pylint: disable=g-import-not-at-top
   from jax_patch._delivery import vendor  # pylint: disable=g-import-not-at-top
   root = _installed_jax_root()
-  out = pathlib.Path(args.out)
+  out = (pathlib.Path(args.out) if args.check
+         else _output_directory(args.out, "--out"))
   try:
     package = stubs.build(root, vendor.jax_version(root))
   except (stubs.StubsError, vendor.VendorError) as err:
-    print(f"jax-patch stubs: {err}", file=sys.stderr)
+    _error("stubs", err)
     return 1
   where = out / stubs.STUB_PACKAGE
   if args.check:
@@ -482,7 +559,11 @@ def _stubs_command(args: argparse.Namespace) -> int:
       return 1
     print(f"{where} matches JAX {package.jax_version}")
     return 0
-  written = stubs.write(out, package)
+  try:
+    written = stubs.write(out, package)
+  except OSError as err:
+    _error("stubs", f"cannot write {where}: {err}")
+    return 1
   if not written:
     print(f"JAX {package.jax_version}'s stubs already declare what the "
           f"patch corrects: nothing to write ({where} removed if it was "
@@ -493,10 +574,39 @@ def _stubs_command(args: argparse.Namespace) -> int:
   return 0
 
 
+def version() -> str:
+  """This jax-patch's version, as installed (else as its source says)."""
+  try:
+    return importlib.metadata.version("jax-patch")
+  except importlib.metadata.PackageNotFoundError:  # Run from a source tree.
+    import jax_patch  # pylint: disable=g-import-not-at-top
+    return jax_patch.__version__
+
+
+_SERIES_DESCRIPTION = """\
+Writes the fix as a queue of single-commit pull requests for JAX itself
+(a JAX tree whose minimum jaxlib is 0.11 or later), one behaviour each, to
+send one at a time in their order: DIR/NNNN-*.patch (git format-patch),
+each cut against JAX_SRC plus the pull requests it declares it needs and
+nothing else, with its description (NNNN-*.description.md) and CHANGELOG
+entry (NNNN-*.changelog.md) beside it; DIR/stack/ holds the same commits
+made one on another, what JAX_SRC becomes as they all merge. A pull
+request keeps its number on every target: one the target already holds,
+or whose jaxlib range does not need it, is reported as left out. With
+--check, it then checks the merge queue (each pull request's branch
+merged in order into JAX_SRC, cleanly, giving the stack's tree), each pull
+request alone (on a copy of JAX_SRC after its dependencies' commits only:
+it applies, JAX imports, its cases pass, the type check and JAX's
+pre-commit gates pass; with --speed, timed), and the stack, step by step.
+"""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(
       prog="jax-patch",
       description="Array API standard DLPack for JAX.")
+  parser.add_argument("--version", action="version",
+                      version=f"%(prog)s {version()}")
   commands = parser.add_subparsers(dest="command", required=True)
   check_parser = commands.add_parser(
       "check", help="run the conformance cases against upstream JAX and the "
@@ -534,27 +644,33 @@ def main(argv: Sequence[str] | None = None) -> int:
       help="diff anyway: against a JAX outside the tested range, or files "
       "with local changes")
   series_parser = commands.add_parser(
-      "series", help="write the upstream pull request as a git format-patch "
-      "series for a JAX tree (jaxlib 0.11 on), one behaviour per patch")
+      "series", help="write the fix as a queue of single-commit pull "
+      "requests for JAX (jaxlib 0.11 on), one behaviour each; with --check, "
+      "check them alone, as a merge queue and as a stack",
+      description=_SERIES_DESCRIPTION)
   series_parser.add_argument("--against", metavar="JAX_SRC", required=True,
                              help="the JAX tree: a checkout or an sdist")
-  series_parser.add_argument("--out", metavar="DIR", default="series",
-                             help="where the patches go (default: series)")
+  series_parser.add_argument(
+      "--out", metavar="DIR", default="series",
+      help="where the pull requests go (default: series)")
   series_parser.add_argument(
       "--author", metavar="'NAME <EMAIL>'",
       help="the patches' author and committer (default: git config "
       "user.name and user.email, as read in JAX_SRC)")
   series_parser.add_argument(
       "--check", action="store_true",
-      help="then apply them one by one to a copy of JAX_SRC, checking "
-      "that each step imports, type-checks and passes its cases")
+      help="then check them in scratch copies of JAX_SRC: as a merge "
+      "queue, each alone on its dependencies, and the stack step by step "
+      "(each imports, type-checks, passes JAX's pre-commit gates and its "
+      "cases)")
   series_parser.add_argument(
       "--python", default=sys.executable,
       help="with --check, the interpreter to check with: one with a jaxlib "
       "JAX_SRC accepts and its type checker (default: this one)")
   series_parser.add_argument(
       "--interop-test", action="store_true",
-      help="with --check, also run JAX_SRC's DLPack test at every step")
+      help="with --check, also run JAX_SRC's DLPack test on each pull "
+      "request alone and at every step of the stack")
   series_parser.add_argument(
       "--stack-only", action="store_true",
       help="with --check, check only the stack, not the merge queue or each "
@@ -568,10 +684,18 @@ def main(argv: Sequence[str] | None = None) -> int:
   series_parser.add_argument(
       "--speed", action="store_true",
       help="with --check, also time each pull request's import and export "
-      "of small arrays against JAX_SRC's, back to back (minutes; wants a "
-      "quiet machine)")
+      "of small arrays against the tree it is cut on (JAX_SRC plus its "
+      "dependencies), back to back (minutes; wants a quiet machine)")
   _add_stubs_parser(commands)
   args = parser.parse_args(argv)
+  try:
+    return _run_command(args)
+  except _UsageError as err:
+    _error(args.command, err)
+    return 2
+
+
+def _run_command(args: argparse.Namespace) -> int:
   if args.command == "stubs":
     return _stubs_command(args)
   if args.command == "series":

@@ -80,8 +80,9 @@ class Target:
 
 @dataclasses.dataclass
 class StepResult:
-  """What the checks found after applying patches 1..``index``."""
-  index: int
+  """What the checks found after applying a pull request (and, in the
+  stack, those before it)."""
+  index: int  # The pull request's number (pull_request_number).
   subject: str
   applied: bool = False
   imports: bool = False
@@ -184,13 +185,46 @@ def _is_merged(patch: series_patches.SeriesPatch, target: Target) -> bool:
   return True
 
 
+# Every pull request's behaviour, in queue order: its number is its place.
+_BEHAVIOURS = tuple(dict.fromkeys(
+    patch.behaviour for patch in series_patches.SERIES))
+
+
+def pull_request_number(patch: series_patches.SeriesPatch) -> int:
+  """The pull request's number, the same for every target.
+
+  Its place in the whole queue, whether a target needs the pull requests
+  before it or not: a number a target leaves out (one it holds already, or
+  whose jaxlib range does not need it) is skipped, not reused, so that the
+  README's queue table and a series written for any target, or written
+  again after some pull requests merged, name each one alike.
+  """
+  return _BEHAVIOURS.index(patch.behaviour) + 1
+
+
+def left_out(target: Target) -> list[tuple[int, str, str]]:
+  """The pull requests ``target`` does not get, as ``(number, subject,
+  why)``, in queue order: those it holds already (:func:`merged_in`), and
+  those no form of which its jaxlib range needs."""
+  needed = _needed(target)
+  found = {pull_request_number(patch): (patch.subject, "already in the target")
+           for patch in needed if _is_merged(patch, target)}
+  behaviours = {patch.behaviour for patch in needed}
+  for patch in series_patches.SERIES:  # A behaviour's first form names it.
+    if patch.behaviour not in behaviours:
+      found.setdefault(pull_request_number(patch),
+                       (patch.subject, "not needed for its jaxlib range"))
+  return [(number, *found[number]) for number in sorted(found)]
+
+
 def dependency_numbers(target: Target) -> dict[int, list[int]]:
   """Each pull request's number: the numbers of those it goes on after."""
   patches = patches_for(target)
   return {
-      number: [patches.index(dependency) + 1 for dependency in
-               series_patches.with_dependencies(patch, patches)[:-1]]
-      for number, patch in enumerate(patches, start=1)}
+      pull_request_number(patch): [
+          pull_request_number(dependency) for dependency in
+          series_patches.with_dependencies(patch, patches)[:-1]]
+      for patch in patches}
 
 
 def author_from(author: str | None, root: pathlib.Path) -> tuple[str, str]:
@@ -286,7 +320,8 @@ def write_series(target: Target, out: pathlib.Path,
                  author: tuple[str, str]) -> list[pathlib.Path]:
   """Writes the pull requests for ``target`` (see :func:`read_target`).
 
-  Each ``out/NNNN-name.patch`` is one pull request's commit, made against
+  Each ``out/NNNN-name.patch`` is one pull request's commit, numbered as
+  :func:`pull_request_number` says (the same on every target), made against
   the target and the commits of the patch's declared dependencies only
   (``series_patches.with_dependencies``): one that needs none applies to the
   target by itself. Beside it go ``NNNN-name.description.md``, the pull
@@ -317,14 +352,18 @@ def write_series(target: Target, out: pathlib.Path,
   with tempfile.TemporaryDirectory() as scratch:
     repo = _scratch_repo(target, pathlib.Path(scratch))
     base = _git(repo, "rev-parse", "HEAD").strip()
-    for number, patch in enumerate(patches, start=1):
+    for patch in patches:
       _git(repo, "checkout", "-q", "--detach", base)
       _commit(repo, series_patches.with_dependencies(patch, patches), target,
               author)
-      pull_requests.extend(_format_patches(repo, "HEAD~1", out, number))
+      pull_requests.extend(_format_patches(repo, "HEAD~1", out,
+                                           pull_request_number(patch)))
     _git(repo, "checkout", "-q", "--detach", base)
-    _commit(repo, patches, target, author)
-    _format_patches(repo, base, out / "stack", 1)
+    for patch in patches:
+      # One at a time, so that each keeps its pull request's number.
+      _commit(repo, (patch,), target, author)
+      _format_patches(repo, "HEAD~1", out / "stack",
+                      pull_request_number(patch))
   for patch_file, patch in zip(pull_requests, patches):
     stem = patch_file.name[:-len(".patch")]
     (out / f"{stem}.description.md").write_text(
@@ -391,9 +430,9 @@ def check_series(target: Target, patches: list[pathlib.Path],
     checker = _checker(repo, python) if gates else []
     jaxlib = _jaxlib_version(repo, python)
     base_errors = _pyrefly_errors(repo, python) if checker else None
-    for index, (patch_file, patch) in enumerate(
-        zip(patches, patches_for(target)), start=1):
-      step = StepResult(index, patch.subject, gated=gates)
+    for patch_file, patch in zip(patches, patches_for(target)):
+      step = StepResult(pull_request_number(patch), patch.subject,
+                        gated=gates)
       results.append(step)
       probe_before = (
           _type_check(repo, python, checker, [_write_probe(repo, patch)])
@@ -691,9 +730,8 @@ def check_alone(target: Target, pull_requests: list[pathlib.Path],
     checker = _checker(repo, python)
     jaxlib = _jaxlib_version(repo, python)
     base_errors = _pyrefly_errors(repo, python) if checker else None
-    for index, (patch_file, patch) in enumerate(
-        zip(pull_requests, patches), start=1):
-      step = StepResult(index, patch.subject)
+    for patch_file, patch in zip(pull_requests, patches):
+      step = StepResult(pull_request_number(patch), patch.subject)
       results.append(step)
       _git(repo, "reset", "-q", "--hard", base)
       _git(repo, "clean", "-q", "-fdx")

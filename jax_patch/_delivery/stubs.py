@@ -45,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import shutil
+import tempfile
 
 from jax_patch._delivery import source_patch
 
@@ -149,16 +150,56 @@ def write(out: pathlib.Path, package: StubPackage) -> list[str]:
   """Replaces ``out/jax-stubs`` with ``package``; returns the paths written.
 
   The stub package is the command's own: files left from another JAX's
-  (a correction this one no longer needs) go with it.
+  (a correction this one no longer needs) go with it. It is written whole
+  or not at all: into a scratch folder in ``out``, then moved into place.
+
+  Raises:
+    OSError: ``out`` cannot be made, or the package cannot be written
+      there. Nothing of the attempt is left: no part of the package, no
+      folder made for ``out``, and the package that was there stays.
   """
   target = out / STUB_PACKAGE
-  if target.is_dir():
-    shutil.rmtree(target)
-  for path, contents in package.files.items():
-    destination = out / path
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    destination.write_bytes(contents)
+  if not package.files:
+    if target.is_dir():
+      shutil.rmtree(target)
+    return []
+  made = _first_missing(out)
+  try:
+    out.mkdir(parents=True, exist_ok=True)
+    staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{STUB_PACKAGE}-",
+                                            dir=out))
+    try:
+      for path, contents in package.files.items():
+        destination = staging / path
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_bytes(contents)
+      _replace(staging / STUB_PACKAGE, target, staging / "replaced")
+    finally:
+      shutil.rmtree(staging, ignore_errors=True)
+  except OSError:
+    if made is not None:
+      shutil.rmtree(made, ignore_errors=True)
+    raise
   return list(package.files)
+
+
+def _first_missing(path: pathlib.Path) -> pathlib.Path | None:
+  """The outermost of ``path`` and its parents that does not exist."""
+  return next((each for each in reversed((path, *path.parents))
+               if not each.exists()), None)
+
+
+def _replace(new: pathlib.Path, target: pathlib.Path,
+             aside: pathlib.Path) -> None:
+  """Moves folder ``new`` to ``target``, the folder there to ``aside``."""
+  if target.is_dir():
+    target.rename(aside)
+  try:
+    new.rename(target)
+  except OSError:
+    if aside.is_dir():
+      aside.rename(target)  # Put back as it was.
+    raise
 
 
 def differences(out: pathlib.Path, package: StubPackage) -> list[str]:

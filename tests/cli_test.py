@@ -1,0 +1,329 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The command line as a new user meets it: paths that do not exist or
+cannot be made, ``--version``, ``series --help``, and the pull requests'
+numbers, which the README's queue table gives."""
+
+import contextlib
+import errno
+import importlib.metadata
+import io
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from unittest import mock
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import jax
+
+import jax_patch
+from jax_patch._delivery import cli
+from jax_patch._delivery import series
+from jax_patch._delivery import series_patches
+from jax_patch._delivery import stubs
+
+# Not resolve(): under Bazel the runfiles tree is the project.
+_ROOT = pathlib.Path(__file__).absolute().parents[1]
+_INSTALLED = pathlib.Path(jax.__file__).parent.parent
+_AUTHOR = "A Contributor <contributor@example.com>"
+
+
+def _run(*argv: str) -> tuple[int, str, str]:
+  """Runs the command line; returns its exit status, stdout and stderr."""
+  out, err = io.StringIO(), io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    status = cli.main(list(argv))
+  return status, out.getvalue(), err.getvalue()
+
+
+def _fake_jax(root: pathlib.Path, version: str, minimum_jaxlib: str,
+              dlpack_source: str = "") -> pathlib.Path:
+  """A tree with only what ``series.read_target`` reads."""
+  (root / "jax" / "_src").mkdir(parents=True)
+  (root / "jax" / "version.py").write_text(textwrap.dedent(f"""\
+      _version = "{version}"
+      _minimum_jaxlib_version = '{minimum_jaxlib}'
+      """))
+  (root / series_patches.DLPACK).write_text(dlpack_source)
+  return root
+
+
+class _ScratchTest(parameterized.TestCase):
+
+  def setUp(self) -> None:
+    super().setUp()
+    # Not create_tempdir(): absl's flags are unparsed under pytest.
+    self.scratch = pathlib.Path(tempfile.mkdtemp(prefix="jax-patch-cli-"))
+    self.addCleanup(shutil.rmtree, self.scratch, ignore_errors=True)
+    self.file = self.scratch / "a-file"
+    self.file.write_text("not a folder\n")
+
+  def assert_one_error_line(self, command: str, err: str,
+                            says: str) -> None:
+    self.assertEqual(err.count("\n"), 1, err)
+    self.assertStartsWith(err, f"jax-patch {command}: error: ")
+    self.assertIn(says, err)
+    self.assertNotIn("Traceback", err)
+
+
+class PathTest(_ScratchTest):
+  """A path that does not exist, or cannot be made, is said as such."""
+
+  @parameterized.named_parameters(
+      ("vendor_into", "vendor", "--into"),
+      ("vendor_revert", "vendor", "--revert"),
+      ("diff_against", "diff", "--against"),
+      ("series_against", "series", "--against"))
+  def test_a_missing_tree_is_a_usage_error(self, command: str,
+                                           option: str) -> None:
+    for path, says in ((self.scratch / "nonexistent", "no such directory"),
+                       (self.scratch / "nonexistent" / "jax",
+                        "no such directory"),
+                       (self.file, "not a directory")):
+      with self.subTest(str(path)):
+        status, out, err = _run(command, option, str(path))
+        self.assertEqual((status, out), (2, ""), err)
+        self.assert_one_error_line(command, err, f"{option} {path}: {says}")
+
+  @parameterized.parameters("vendor", "diff")
+  def test_a_folder_without_jax_is_no_jax_tree(self, command: str) -> None:
+    option = "--into" if command == "vendor" else "--against"
+    status, out, err = _run(command, option, str(self.scratch))
+    self.assertEqual((status, out), (1, ""), err)
+    self.assert_one_error_line(
+        command, err, f"{self.scratch} is not a JAX tree: it has no "
+        "jax/version.py")
+    self.assertEqual(sorted(self.scratch.iterdir()), [self.file])
+
+  def test_stubs_out_under_a_file_writes_nothing(self) -> None:
+    for out in (self.file, self.file / "typings", self.file / "a" / "b"):
+      with self.subTest(str(out)):
+        status, stdout, err = _run("stubs", "--out", str(out))
+        self.assertEqual((status, stdout), (2, ""), err)
+        self.assert_one_error_line("stubs", err,
+                                   f"--out {out}: not a directory")
+    self.assertEqual(sorted(self.scratch.iterdir()), [self.file])
+
+  def test_stubs_out_under_a_file_from_the_shell(self) -> None:
+    # The installed command, as a user runs it: one line, no traceback.
+    run = subprocess.run(
+        [sys.executable, "-m", "jax_patch", "stubs", "--out",
+         str(self.file / "typings")], capture_output=True, text=True,
+        timeout=300, check=False)
+    self.assertEqual((run.returncode, run.stdout), (2, ""), run.stderr)
+    self.assert_one_error_line("stubs", run.stderr, "not a directory")
+
+  def test_stubs_failing_midway_leaves_nothing_half_written(self) -> None:
+    out = self.scratch / "new" / "typings"
+    status, _, err = self._stubs_failing_at_third_file(out)
+    self.assertEqual(status, 1, err)
+    self.assert_one_error_line("stubs", err, "No space left on device")
+    self.assertFalse((self.scratch / "new").exists())
+
+  def test_stubs_failing_midway_keeps_the_package_there(self) -> None:
+    out = self.scratch / "typings"
+    status, _, err = _run("stubs", "--out", str(out))
+    self.assertEqual(status, 0, err)
+    before = {path: path.read_bytes() for path in out.rglob("*")
+              if path.is_file()}
+    status, _, err = self._stubs_failing_at_third_file(out)
+    self.assertEqual(status, 1, err)
+    self.assertEqual({path: path.read_bytes() for path in out.rglob("*")
+                      if path.is_file()}, before)
+
+  def _stubs_failing_at_third_file(
+      self, out: pathlib.Path) -> tuple[int, str, str]:
+    package = stubs.build(_INSTALLED, jax.__version__)
+    if not package.files:
+      self.skipTest(f"JAX {jax.__version__}'s stubs need no correction")
+    written: list[pathlib.Path] = []
+    write_bytes = pathlib.Path.write_bytes
+
+    def disk_fills(path: pathlib.Path, data: bytes) -> int:
+      written.append(path)
+      if len(written) == 3:
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+      return write_bytes(path, data)
+
+    with mock.patch.object(pathlib.Path, "write_bytes", disk_fills):
+      return _run("stubs", "--out", str(out))
+
+  def test_series_out_under_a_file_is_a_usage_error(self) -> None:
+    tree = _fake_jax(self.scratch / "jax-src", "0.11.1", "0.11.0")
+    status, out, err = _run("series", "--against", str(tree), "--out",
+                            str(self.file / "series"), "--author", _AUTHOR)
+    self.assertEqual((status, out), (2, ""), err)
+    self.assert_one_error_line(
+        "series", err, f"--out {self.file / 'series'}: not a directory")
+
+  def test_series_failing_removes_the_folders_it_made(self) -> None:
+    # JAX's text is not in this tree: the first patch is refused.
+    tree = _fake_jax(self.scratch / "jax-src", "0.11.1", "0.11.0")
+    status, out, err = _run("series", "--against", str(tree), "--out",
+                            str(self.scratch / "new" / "series"),
+                            "--author", _AUTHOR)
+    self.assertEqual((status, out), (1, ""), err)
+    self.assertStartsWith(err, "jax-patch series: error: patch ")
+    self.assertNotIn("Traceback", err)
+    self.assertFalse((self.scratch / "new").exists())
+
+
+class VersionAndHelpTest(absltest.TestCase):
+
+  def _exit(self, *argv: str) -> tuple[object, str]:
+    """Runs argv where argparse exits (--help, --version): its exit code
+    and stdout."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), \
+        contextlib.redirect_stderr(io.StringIO()), \
+        self.assertRaises(SystemExit) as raised:
+      cli.main(list(argv))
+    return raised.exception.code, out.getvalue()
+
+  def test_version_is_the_installed_packages(self) -> None:
+    try:
+      installed = importlib.metadata.version("jax-patch")
+    except importlib.metadata.PackageNotFoundError:  # Run from the source.
+      installed = jax_patch.__version__
+    code, out = self._exit("--version")
+    self.assertEqual(code, 0)
+    self.assertEqual(out, f"jax-patch {installed}\n")
+
+  def test_series_help_describes_the_queue(self) -> None:
+    code, out = self._exit("series", "--help")
+    self.assertEqual(code, 0)
+    text = " ".join(out.split())
+    for says in ("queue of single-commit pull requests",
+                 "the pull requests it declares it needs",
+                 "DIR/stack/", "keeps its number on every target",
+                 "merge queue", "each pull request alone",
+                 "the stack, step by step"):
+      self.assertIn(says, text)
+    self.assertNotIn("one by one", text)  # The chain it no longer is.
+
+
+# The targets the README's queue table gives numbers for: JAX main, and the
+# 0.12.0.1 release (jaxlib 0.11.2 to 0.12, which asks for DLPack 1.x).
+_TARGETS = {
+    "main": ("0.11.1", "0.11.0", ""),
+    "0.12.0.1": ("0.12.0.1", "0.11.2",
+                 f"x.__dlpack__({series_patches.VERSIONED_IMPORT_MARK})\n"),
+}
+
+
+def _readme_queue() -> dict[int, tuple[list[int], str]]:
+  """The README's queue table: each row's number, its "after" column and
+  the rest of the row."""
+  readme = (_ROOT / "README.md").read_text()
+  section = readme[readme.index("## The upstream queue"):]
+  section = section[:section.index("\n## ", 1)]
+  rows = {}
+  for line in section.splitlines():
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    if re.fullmatch(r"\d{4}", cells[0]):
+      after = [int(each) for each in re.findall(r"\d{4}", cells[1])]
+      rows[int(cells[0])] = (after, " | ".join(cells[2:]))
+  return rows
+
+
+class NumberingTest(_ScratchTest):
+  """A pull request has one number, on every target: the README's."""
+
+  def target(self, name: str) -> series.Target:
+    return series.read_target(
+        _fake_jax(self.scratch / name, *_TARGETS[name]))
+
+  def test_the_readme_table_has_every_pull_request_once(self) -> None:
+    numbers = sorted({series.pull_request_number(patch)
+                      for patch in series_patches.SERIES})
+    self.assertEqual(sorted(_readme_queue()), numbers)
+    self.assertEqual(numbers, list(range(1, len(numbers) + 1)))
+
+  @parameterized.parameters(*_TARGETS)
+  def test_each_target_numbers_its_pull_requests_as_the_readme(
+      self, name: str) -> None:
+    target = self.target(name)
+    readme = {number: after for number, (after, rest)
+              in _readme_queue().items()
+              if f"not in {name}'s series" not in rest}
+    self.assertEqual(series.dependency_numbers(target), readme)
+    self.assertEqual(
+        [number for number, _, _ in series.left_out(target)],
+        sorted(set(_readme_queue()) - set(readme)))
+
+  def test_the_release_leaves_out_a_number_and_says_why(self) -> None:
+    target = self.target("0.12.0.1")
+    left = series.left_out(target)
+    self.assertLen(left, 1)
+    number, subject, why = left[0]
+    self.assertIn("non-row-major", subject)
+    self.assertEqual(why, "not needed for its jaxlib range")
+    self.assertNotIn(number, series.dependency_numbers(target))
+    self.assertIn(number + 1, series.dependency_numbers(target))
+
+  def test_a_merged_pull_request_keeps_the_numbers_of_the_rest(self) -> None:
+    target = self.target("main")
+    first = series.patches_for(target)[0]
+    for edit in first.edits:  # The tree now holds the text it writes.
+      with (target.root / edit.path).open("a") as merged_file:
+        merged_file.write(edit.new)
+    merged = series.read_target(target.root)
+    self.assertEqual(series.left_out(merged),
+                     [(1, first.subject, "already in the target")])
+    numbers = series.dependency_numbers(merged)
+    self.assertEqual(sorted(numbers), list(range(2, 19)))
+    # 0004 raised 0001's class: now on main, it needs nothing.
+    self.assertEqual(numbers[4], [])
+    self.assertEqual(numbers[18], [])
+
+
+def _installed_is_a_target() -> bool:
+  try:
+    series.read_target(_INSTALLED)
+  except series.SeriesError:
+    return False
+  return True
+
+
+@absltest.skipIf(
+    not _installed_is_a_target(),
+    "writes the series for the installed JAX, where that is one the series "
+    "is for (jaxlib 0.11 on: the version matrix's 0.12.0.1)")
+class InstalledJaxNumberingTest(_ScratchTest):
+  """The files ``series`` writes for the installed JAX, numbered as the
+  README's table."""
+
+  def test_written_files_carry_the_readme_numbers(self) -> None:
+    out = self.scratch / "series"
+    status, stdout, err = _run("series", "--against", str(_INSTALLED),
+                               "--out", str(out), "--author", _AUTHOR)
+    self.assertEqual(status, 0, err)
+    target = series.read_target(_INSTALLED)
+    expected = sorted(series.dependency_numbers(target))
+    for folder in (out, out / "stack"):
+      self.assertEqual(
+          [int(path.name[:4]) for path in sorted(folder.glob("*.patch"))],
+          expected)
+    for number, subject, why in series.left_out(target):
+      self.assertIn(f"left out {number:04d} ({why}): {subject}\n", stdout)
+
+
+if __name__ == "__main__":
+  absltest.main()

@@ -139,14 +139,39 @@ class DeleterTest(parameterized.TestCase):
     gc.collect()
     self.assertEqual(producer.deletes, 1)
 
+  @parameterized.named_parameters(
+      ("alone", 0),
+      # As jaxlib 0.12 marks its own copies.
+      ("read_only", dlpack_capsule.FLAG_READ_ONLY),
+      ("subbyte_padded", dlpack_capsule.FLAG_IS_SUBBYTE_TYPE_PADDED),
+      ("every_defined_bit", dlpack_capsule.FLAG_READ_ONLY
+       | dlpack_capsule.FLAG_IS_SUBBYTE_TYPE_PADDED),
+      ("an_undefined_bit", 1 << 40),
+  )
   def test_is_copied_capsule_with_copy_false_raises_and_releases(
-      self) -> None:
-    producer = CountingProducer(conformance.aligned_array((4,)),
-                                flags=dlpack_capsule.FLAG_IS_COPIED)
-    with self.assertRaisesRegex(BufferError, "IS_COPIED"):
+      self, other_flags: int) -> None:
+    # IS_COPIED is one bit of the flags: whatever else is set, the
+    # producer copied, and copy=False was a promise of no copy.
+    producer = CountingProducer(
+        conformance.aligned_array((4,)),
+        flags=dlpack_capsule.FLAG_IS_COPIED | other_flags)
+    with self.assertRaisesRegex(dlpack.CopyRequiredError, "IS_COPIED"):
       dlpack.from_dlpack(producer, copy=False)
     gc.collect()
     self.assertEqual(producer.deletes, 1)
+
+  @parameterized.named_parameters(
+      ("none", 0),
+      ("read_only", dlpack_capsule.FLAG_READ_ONLY),
+      ("an_undefined_bit", 1 << 40),
+  )
+  def test_capsule_not_flagged_is_copied_with_copy_false_shares(
+      self, flags: int) -> None:
+    source = conformance.aligned_array((4,))
+    result = dlpack.from_dlpack(CountingProducer(source, flags=flags),
+                                copy=False)
+    source[0] = 7  # Shared: the write shows through.
+    self.assertEqual(np.asarray(result)[0], 7)
 
   def test_numpy_source_is_released_when_the_import_dies(self) -> None:
     source = conformance.aligned_array((16,))

@@ -21,6 +21,7 @@ import sys
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import jax.numpy as jnp
 import numpy as np
 from jax._src import dlpack as upstream
 
@@ -60,6 +61,27 @@ class DropInTest(parameterized.TestCase):
     self.assertEqual(dlpack.SUPPORTED_DTYPES, upstream.SUPPORTED_DTYPES)
     self.assertEqual(dlpack.SUPPORTED_DTYPES_SET,
                      {np.dtype(t) for t in upstream.SUPPORTED_DTYPES})
+
+  @parameterized.parameters(
+      "bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+      "uint32", "uint64", "float16", "bfloat16", "float32", "float64",
+      "complex64", "complex128")
+  def test_is_supported_dtype_accepts_every_spelling_of_a_supported_type(
+      self, name: str) -> None:
+    scalar_type = getattr(jnp, name if name != "bool" else "bool_")
+    # A dtype, its name, its scalar type: the forms users pass.
+    for spelling in (np.dtype(scalar_type), name, scalar_type):
+      with self.subTest(spelling=repr(spelling)):
+        self.assertTrue(dlpack.is_supported_dtype(spelling))
+
+  @parameterized.parameters("float8_e4m3fn", "int4", "object",
+                            "U4", "datetime64[s]")
+  def test_is_supported_dtype_refuses_what_upstream_refuses(
+      self, name: str) -> None:
+    dtype = np.dtype(getattr(jnp, name, name))
+    self.assertFalse(dlpack.is_supported_dtype(dtype))
+    if hasattr(upstream, "is_supported_dtype"):  # From JAX 0.7.
+      self.assertFalse(upstream.is_supported_dtype(dtype))
 
   @parameterized.parameters("from_dlpack", "to_dlpack")
   def test_accepts_every_upstream_parameter_in_order(self, name: str) -> None:

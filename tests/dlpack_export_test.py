@@ -14,10 +14,8 @@
 
 """Tests for to_dlpack, the export behind jax.Array.__dlpack__."""
 
-import os
-
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_force_host_platform_device_count=4")
+# First: the CPU devices every test module runs with, before JAX starts.
+from tests import cpu_devices  # pylint: disable=g-import-not-at-top
 
 import ctypes  # pylint: disable=g-import-not-at-top
 import math
@@ -60,7 +58,7 @@ class ToDLPackTest(absltest.TestCase):
     self.assertEqual(exported.ctypes.data, x.unsafe_buffer_pointer())
 
   def test_cpu_dl_device_keeps_an_array_on_another_cpu_device(self) -> None:
-    x = jax.device_put(jnp.arange(4.0), jax.devices("cpu")[1])
+    x = jax.device_put(jnp.arange(4.0), cpu_devices.require(2)[1])
     exported = _as_numpy(dlpack.to_dlpack(x, dl_device=(1, 0), copy=False))
     self.assertEqual(exported.ctypes.data, x.unsafe_buffer_pointer())
 
@@ -92,7 +90,7 @@ class ToDLPackTest(absltest.TestCase):
         x.__dlpack__(stream=object())
 
   def test_sharded_array_raises_buffer_error(self) -> None:
-    devices = jax.devices("cpu")[:2]
+    devices = cpu_devices.require(2)
     sharding = jax.sharding.NamedSharding(
         jax.sharding.Mesh(np.array(devices), ("x",)),
         jax.sharding.PartitionSpec("x"))
@@ -158,7 +156,7 @@ class LegacyMaxVersionTest(parameterized.TestCase):
 
   def test_from_another_device_is_one_copy_on_the_target(self) -> None:
     x = jax.device_put(jnp.arange(4.0, dtype=jnp.float32),
-                       jax.devices("cpu")[1])
+                       cpu_devices.require(2)[1])
     capsule = dlpack.to_dlpack(x, max_version=(0, 8), dl_device=(1, 0))
     _write_as_a_legacy_consumer_may(dlpack_capsule.inspect(capsule))
     np.testing.assert_array_equal(np.asarray(x), np.arange(4.0))
@@ -267,7 +265,7 @@ class JaxlibExportRouteTest(parameterized.TestCase):
                                                dict(copy=False)))
   def test_skips_to_dlpack_and_equals_its_export(
       self, index: int, kwargs: dict[str, Any]) -> None:
-    x = jax.device_put(jnp.arange(8.0), jax.devices("cpu")[index])
+    x = jax.device_put(jnp.arange(8.0), cpu_devices.require(index + 1)[index])
     with mock.patch.object(dlpack, "to_dlpack",
                            wraps=dlpack.to_dlpack) as to_dlpack:
       fast = dlpack_capsule.inspect(
@@ -334,7 +332,7 @@ class NumpyExportTest(parameterized.TestCase):
 
   def test_other_cpu_devices_keep_their_device_id(self) -> None:
     # NumPy's capsule would say (kDLCPU, 0): the general path exports these.
-    x = jax.device_put(jnp.arange(4.0), jax.devices("cpu")[1])
+    x = jax.device_put(jnp.arange(4.0), cpu_devices.require(2)[1])
     info, made = self._export(x)
     self.assertGreaterEqual(made, 1)
     self.assertEqual(info.device, (dlpack_device.KDL_CPU, 1))
@@ -370,14 +368,14 @@ class NumpyExportTest(parameterized.TestCase):
 class DLPackDeviceTest(absltest.TestCase):
 
   def test_reports_the_cpu_device_it_is_on(self) -> None:
-    device = jax.devices("cpu")[1]
+    device = cpu_devices.require(2)[1]
     x = jax.device_put(jnp.arange(4.0), device)
     self.assertEqual(dlpack_device.dlpack_device_of_array(x),
                      (dlpack.DLDeviceType.kDLCPU, device.local_hardware_id))
 
   def test_jax_to_jax_round_trip_through_dlpack_keeps_the_device(
       self) -> None:
-    device = jax.devices("cpu")[2]
+    device = cpu_devices.require(3)[2]
     x = jax.device_put(jnp.arange(4.0), device)
     with jax_patch.patched():
       back = jax_patch.from_dlpack(conformance.DLPackOnly(x))
@@ -385,7 +383,7 @@ class DLPackDeviceTest(absltest.TestCase):
 
   def test_sharded_array_raises_buffer_error(self) -> None:
     sharding = jax.sharding.NamedSharding(
-        jax.sharding.Mesh(np.array(jax.devices("cpu")[:2]), ("x",)),
+        jax.sharding.Mesh(np.array(cpu_devices.require(2)), ("x",)),
         jax.sharding.PartitionSpec("x"))
     with self.assertRaises(BufferError):
       dlpack_device.dlpack_device_of_array(
@@ -427,6 +425,126 @@ class AcceleratorDeviceTypeTest(parameterized.TestCase):
         client=types.SimpleNamespace(platform_version=version))
     with self.assertRaises(BufferError):
       dlpack_device._accelerator_device_type(device, pinned_host)
+
+
+def _exports(x: Any) -> dict[str, Any]:
+  """Every export entry point, each called with ``**kwargs``."""
+  def dunder(**kwargs: Any) -> Any:
+    with jax_patch.patched():
+      return x.__dlpack__(**kwargs)
+  return {"to_dlpack": lambda **kwargs: dlpack.to_dlpack(x, **kwargs),
+          "dunder": dunder}
+
+
+class MaxVersionNegotiationTest(parameterized.TestCase):
+  """An export is stamped with the newest version both sides know.
+
+  A consumer's ``max_version`` caps the version, it does not set it: a 1.x
+  structure is never labelled 2.0, which a 2.x consumer would then misread
+  (NumPy refuses it). Holds in either x64 mode.
+  """
+
+  @parameterized.product(
+      entry=["to_dlpack", "dunder"],
+      max_version=[(1, 0), (1, 1), (1, 5), (2, 0), (3, 7)],
+      copy=[None, True])
+  def test_stamps_no_version_newer_than_it_writes_or_was_asked(
+      self, entry: str, max_version: tuple[int, int],
+      copy: bool | None) -> None:
+    x = jnp.arange(4.0)
+    capsule = _exports(x)[entry](max_version=max_version, copy=copy)
+    version = dlpack_capsule.inspect(capsule).version
+    self.assertLessEqual(version, min(max_version, dlpack_capsule.MAX_VERSION))
+    self.assertEqual(version[0], 1)
+    exported = _as_numpy(capsule)
+    np.testing.assert_array_equal(exported, np.asarray(x))
+
+  @parameterized.parameters(None, True)
+  def test_numpy_reads_an_export_asked_for_with_a_newer_major(
+      self, copy: bool | None) -> None:
+    x: Any = jnp.arange(4.0)
+
+    class NewerConsumerAsks:
+      def __dlpack_device__(self) -> tuple[int, int]:
+        device: tuple[int, int] = x.__dlpack_device__()
+        return device
+
+      def __dlpack__(self, **kwargs: Any) -> Any:
+        kwargs.update(max_version=(2, 0), copy=copy)
+        return dlpack.array_dlpack(x, **kwargs)
+
+    np.testing.assert_array_equal(np.from_dlpack(NewerConsumerAsks()),
+                                  np.asarray(x))
+
+
+class CpuStreamTest(parameterized.TestCase):
+  """On the CPU, ``stream`` is ``None``: host memory has no streams.
+
+  Any other integer but -1 (no synchronisation, which host memory never
+  needs) is a ``BufferError`` from every entry point and every
+  ``max_version``, before jaxlib sees it (its own error is not the
+  standard's). Holds in either x64 mode.
+  """
+
+  @parameterized.product(
+      entry=["to_dlpack", "dunder"], stream=[0, -2, 1, 2, 3],
+      max_version=[None, (0, 8), (1, 0), (1, 1)])
+  def test_an_integer_stream_raises_buffer_error(
+      self, entry: str, stream: int,
+      max_version: tuple[int, int] | None) -> None:
+    export = _exports(jnp.arange(4.0))[entry]
+    with self.assertRaisesRegex(BufferError, f"stream={stream} is invalid"):
+      export(stream=stream, max_version=max_version)
+
+  @parameterized.product(entry=["to_dlpack", "dunder"], stream=[None, -1])
+  def test_stream_none_or_no_synchronisation_exports(
+      self, entry: str, stream: int | None) -> None:
+    x = jnp.arange(4.0)
+    capsule = _exports(x)[entry](stream=stream)
+    np.testing.assert_array_equal(_as_numpy(capsule), np.asarray(x))
+
+
+class OneDeviceNamedShardingExportTest(parameterized.TestCase):
+  """An array whose sharding is a one-device ``NamedSharding`` exports.
+
+  ``jax.device_put`` onto a one-device mesh gives such an array; it is on
+  one device, as a ``SingleDeviceSharding`` array is, and exports from it
+  (the device it reports is that device). Holds in either x64 mode.
+  """
+
+  def _on_one_device_mesh(self, index: int) -> Any:
+    device = cpu_devices.require(index + 1)[index]
+    sharding = jax.sharding.NamedSharding(
+        jax.sharding.Mesh(np.array([device]), ("x",)),
+        jax.sharding.PartitionSpec())
+    x: Any = jax.device_put(jnp.arange(4.0), sharding)
+    self.assertIsInstance(x.sharding, jax.sharding.NamedSharding)
+    return x
+
+  @parameterized.parameters(0, 1)
+  def test_reports_its_device(self, index: int) -> None:
+    x = self._on_one_device_mesh(index)
+    with jax_patch.patched():
+      self.assertEqual(x.__dlpack_device__(),
+                       (dlpack.DLDeviceType.kDLCPU, index))
+
+  @parameterized.product(entry=["to_dlpack", "dunder"],
+                         max_version=[None, (1, 0)], copy=[None, True],
+                         index=[0, 1])
+  def test_exports_its_values(self, entry: str,
+                              max_version: tuple[int, int] | None,
+                              copy: bool | None, index: int) -> None:
+    x = self._on_one_device_mesh(index)
+    capsule = _exports(x)[entry](max_version=max_version, copy=copy)
+    np.testing.assert_array_equal(_as_numpy(capsule), np.asarray(x))
+
+  @parameterized.parameters(0, 1)
+  def test_numpy_and_jax_import_it(self, index: int) -> None:
+    x = self._on_one_device_mesh(index)
+    with jax_patch.patched():
+      np.testing.assert_array_equal(np.from_dlpack(x), np.asarray(x))
+      back = jax_patch.from_dlpack(conformance.DLPackOnly(x))
+    self.assertEqual(back.devices(), x.devices())
 
 
 if __name__ == "__main__":

@@ -16,10 +16,8 @@
 
 import os
 
-# Several CPU devices, before JAX creates its CPU backend: four, as the
-# other modules ask, since the last flag wins when pytest imports them all.
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_force_host_platform_device_count=4")
+# First: the CPU devices every test module runs with, before JAX starts.
+from tests import cpu_devices  # pylint: disable=g-import-not-at-top
 
 import gc  # pylint: disable=g-import-not-at-top
 import sys
@@ -91,7 +89,7 @@ class MemoryMappedImportTest(absltest.TestCase):
         saved = file.read()
       weights = np.load(path, mmap_mode="r")
       donating = jax.jit(lambda x: x * 2 + 1, donate_argnums=0)
-      cpu = jax.devices("cpu")
+      cpu = cpu_devices.require(2)
       with warnings.catch_warnings():
         # "Some donated buffers were not usable": the alias is not reused.
         warnings.simplefilter("ignore")
@@ -494,7 +492,7 @@ class SnapshotTest(parameterized.TestCase):
   @parameterized.named_parameters(("copy_none", None), ("copy_true", True))
   def test_writes_after_return_reach_a_moved_result_never_or_wholly(
       self, copy: bool | None) -> None:
-    other_device = jax.devices("cpu")[1]
+    other_device = cpu_devices.require(2)[1]
     for _ in range(_SNAPSHOT_TRIES):
       source = conformance.aligned_array((_SNAPSHOT_ELEMENTS,), np.float32)
       source[...] = 1
@@ -596,21 +594,84 @@ class GatherOnDeviceTest(parameterized.TestCase):
     self.assertEqual(producer.deletes, 1)
 
 
+def _two_device_sharding(cpu: list[Any], spec: str) -> Any:
+  """cpu[0] and cpu[1], each holding all (replicated) or half (sharded)."""
+  return jax.sharding.NamedSharding(
+      jax.sharding.Mesh(np.array(cpu[:2]), ("x",)),
+      jax.sharding.PartitionSpec(*(("x",) if spec == "sharded" else ())))
+
+
+class CopyArgumentTest(parameterized.TestCase):
+  """``copy`` is a bool or ``None``: other values raise, whatever they mean
+  to ``bool()``. Holds in either x64 mode."""
+
+  @parameterized.named_parameters(
+      ("one", 1), ("zero", 0), ("two", 2), ("minus_one", -1),
+      ("float", 1.0), ("string", "yes"), ("empty_string", ""),
+      ("empty_tuple", ()), ("list", [True]))
+  def test_other_values_raise_type_error_naming_from_dlpack(
+      self, copy: Any) -> None:
+    for source in (conformance.aligned_array((8,)), jnp.arange(8.0),
+                   conformance.DLPackOnly(conformance.aligned_array((8,)))):
+      with self.subTest(source=type(source).__name__):
+        with self.assertRaisesRegex(TypeError, "from_dlpack: copy must be"):
+          dlpack.from_dlpack(source, copy=copy)
+
+  @parameterized.parameters(True, False, None, np.True_, np.False_)
+  def test_bools_none_and_numpy_bools_are_accepted(self, copy: Any) -> None:
+    source = conformance.aligned_array((8,))
+    result = dlpack.from_dlpack(source, copy=copy)
+    source[0] = 7  # Shared unless copy is true.
+    self.assertEqual(np.asarray(result)[0], 0 if copy else 7)
+
+
 class JaxArrayInputTest(parameterized.TestCase):
   """A ``jax.Array`` is imported without DLPack, keeping every promise."""
 
   def test_device_places_it_there(self) -> None:
-    cpu = jax.devices("cpu")
+    cpu = cpu_devices.require(2)
     x = jax.device_put(jnp.arange(4.0, dtype=jnp.float32), cpu[0])
     result = dlpack.from_dlpack(x, device=cpu[1])
     self.assertEqual(result.devices(), {cpu[1]})
     np.testing.assert_array_equal(np.asarray(result), np.arange(4.0))
 
   def test_copy_false_onto_another_device_raises(self) -> None:
-    cpu = jax.devices("cpu")
+    cpu = cpu_devices.require(2)
     x = jax.device_put(jnp.arange(4.0, dtype=jnp.float32), cpu[0])
     with self.assertRaises(dlpack.CopyRequiredError):
       dlpack.from_dlpack(x, device=cpu[1], copy=False)
+
+  @parameterized.product(target_index=[0, 1], copy=[None, True],
+                         spec=["replicated", "sharded"])
+  def test_device_in_its_sharding_places_it_there_alone(
+      self, target_index: int, copy: bool | None, spec: str) -> None:
+    # A device the array is on, among others, is not where it is: the
+    # result is on that device only, with every value (a gather where
+    # sharded).
+    cpu = cpu_devices.require(2)
+    x = jax.device_put(jnp.arange(8.0, dtype=jnp.float32),
+                       _two_device_sharding(cpu, spec))
+    result = dlpack.from_dlpack(x, device=cpu[target_index], copy=copy)
+    self.assertEqual(result.devices(), {cpu[target_index]})
+    np.testing.assert_array_equal(np.asarray(result), np.arange(8.0))
+
+  @parameterized.product(target_index=[0, 1],
+                         spec=["replicated", "sharded"])
+  def test_copy_false_onto_one_device_of_its_sharding_raises(
+      self, target_index: int, spec: str) -> None:
+    cpu = cpu_devices.require(2)
+    x = jax.device_put(jnp.arange(8.0, dtype=jnp.float32),
+                       _two_device_sharding(cpu, spec))
+    with self.assertRaises(dlpack.CopyRequiredError):
+      dlpack.from_dlpack(x, device=cpu[target_index], copy=False)
+
+  @parameterized.parameters("replicated", "sharded")
+  def test_copy_false_onto_its_own_sharding_returns_it(
+      self, spec: str) -> None:
+    cpu = cpu_devices.require(2)
+    sharding = _two_device_sharding(cpu, spec)
+    x = jax.device_put(jnp.arange(8.0, dtype=jnp.float32), sharding)
+    self.assertIs(dlpack.from_dlpack(x, device=sharding, copy=False), x)
 
   @parameterized.named_parameters(
       ("same_device", lambda cpu: cpu[0]),
@@ -621,7 +682,7 @@ class JaxArrayInputTest(parameterized.TestCase):
   )
   def test_copy_true_shares_no_buffer_with_it(self, target: Any) -> None:
     # JAX arrays are immutable: a shared buffer shows only by its address.
-    cpu = jax.devices("cpu")
+    cpu = cpu_devices.require(2)
     x = jax.device_put(jnp.arange(8.0, dtype=jnp.float32), cpu[0])
     result = dlpack.from_dlpack(x, device=target(cpu), copy=True)
     addresses = {shard.data.unsafe_buffer_pointer()
@@ -695,7 +756,7 @@ class PinnedHostTest(parameterized.TestCase):
 
   def setUp(self) -> None:
     super().setUp()
-    cpu = jax.devices("cpu")
+    cpu = cpu_devices.require(2)  # cpu:1 stands in for the GPU.
     look_up = dlpack_device.jax_device_for
     self.enter_context(mock.patch.object(
         dlpack_device, "jax_device_for",

@@ -22,11 +22,11 @@ on 0.12.0.1, and `.ci/run` also checks the series on that release's sdist.
 import ast
 import collections
 from concurrent import futures
+import importlib.util
 import os
 
-# Several CPU devices, before JAX creates its CPU backend.
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_force_host_platform_device_count=4")
+# First: the CPU devices every test module runs with, before JAX starts.
+from tests import cpu_devices  # noqa: F401  # pylint: disable=unused-import
 
 import pathlib  # pylint: disable=g-import-not-at-top
 import subprocess  # pylint: disable=g-import-not-at-top
@@ -34,6 +34,7 @@ import sys  # pylint: disable=g-import-not-at-top
 import tempfile  # pylint: disable=g-import-not-at-top
 import textwrap  # pylint: disable=g-import-not-at-top
 from typing import Any  # pylint: disable=g-import-not-at-top
+import unittest  # pylint: disable=g-import-not-at-top
 from unittest import mock  # pylint: disable=g-import-not-at-top
 
 from absl.testing import absltest
@@ -61,6 +62,22 @@ def _installed_target() -> series.Target | None:
     return series.read_target(_INSTALLED_ROOT)
   except series.SeriesError:
     return None
+
+
+# JAX's pre-commit gates that the series checks run: the `series` extra's
+# (the `typecheck` extra has them too).
+_GATE_TOOLS = ("pyrefly", "ruff")
+
+
+def _missing_gate_tools() -> str | None:
+  """Why the gates cannot run here, naming the extra; ``None`` if they can."""
+  missing = [name for name in _GATE_TOOLS
+             if importlib.util.find_spec(name) is None]
+  if not missing:
+    return None
+  return (f"needs {' and '.join(missing)}, JAX's pre-commit gates: install "
+          "the 'series' extra (pip install -e '.[series]'; 'typecheck' has "
+          "them too)")
 
 
 def _installed_series() -> tuple[series_patches.SeriesPatch, ...]:
@@ -302,6 +319,9 @@ class LintTest(absltest.TestCase):
 
   def setUp(self) -> None:
     super().setUp()
+    why = _missing_gate_tools()
+    if why is not None:
+      self.skipTest(why)
     scratch = tempfile.TemporaryDirectory()
     self.addCleanup(scratch.cleanup)
     # In a hidden, ignored folder, as nox's TMPDIR (.nox/) puts a scratch
@@ -538,6 +558,24 @@ class VersionMatrixTest(absltest.TestCase):
                       name)
 
 
+class ExtrasTest(parameterized.TestCase):
+  """Without the extra a test needs, it skips, saying which extra."""
+
+  @parameterized.parameters("pyrefly", "ruff")
+  def test_lint_tests_skip_naming_the_series_extra(self, tool: str) -> None:
+    find_spec = importlib.util.find_spec
+    with mock.patch.object(
+        importlib.util, "find_spec",
+        side_effect=lambda name, *args: (
+            None if name == tool else find_spec(name, *args))):
+      result = unittest.TestResult()
+      LintTest("test_clean_code_passes_every_gate").run(result)
+    self.assertEmpty(result.errors + result.failures)
+    (_, reason), = result.skipped
+    self.assertIn(f"needs {tool}", reason)
+    self.assertIn("'series' extra", reason)
+
+
 @absltest.skipIf(
     _installed_target() is None,
     f"the series is for JAX on jaxlib 0.11 or later; JAX {jax.__version__} "
@@ -559,6 +597,9 @@ class InstalledJaxSeriesTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls) -> None:
     super().setUpClass()
+    why = _missing_gate_tools()
+    if why is not None:
+      raise unittest.SkipTest(why)
     cls.scratch = tempfile.TemporaryDirectory()
     out = pathlib.Path(cls.scratch.name) / "patches"
     target = series.read_target(_INSTALLED_ROOT)
@@ -571,7 +612,8 @@ class InstalledJaxSeriesTest(absltest.TestCase):
     """The stack's steps and the pull requests alone, checked once (minutes:
     the version matrix's run on JAX 0.12.0.1 leaves these cases to the
     series session, which checks the same files; noxfile.py)."""
-    if cls._checked is None:
+    checked = cls._checked
+    if checked is None:
       target = series.read_target(_INSTALLED_ROOT)
       # Each check waits on processes of its own, in a scratch tree of its
       # own: side by side, they take half the time on two cores.
@@ -580,8 +622,8 @@ class InstalledJaxSeriesTest(absltest.TestCase):
                             python=sys.executable)
         alone = pool.submit(series.check_alone, target, cls.patches,
                             python=sys.executable)
-        cls._checked = steps.result(), alone.result()
-    return cls._checked
+        checked = cls._checked = steps.result(), alone.result()
+    return checked
 
   def test_every_pull_request_applies_on_its_dependencies_alone(
       self) -> None:
@@ -633,8 +675,9 @@ class InstalledJaxSeriesTest(absltest.TestCase):
       self) -> None:
     target = series.read_target(_INSTALLED_ROOT)
     numbers = series.dependency_numbers(target)
-    alone = [patch_file for number, patch_file
-             in enumerate(self.patches, start=1) if not numbers[number]]
+    alone = [patch_file for patch_file, patch
+             in zip(self.patches, _installed_series())
+             if not numbers[series.pull_request_number(patch)]]
     self.assertGreaterEqual(len(alone), 5)
     with tempfile.TemporaryDirectory() as scratch:
       repo = series._scratch_repo(target, pathlib.Path(scratch))  # pylint: disable=protected-access
@@ -660,7 +703,8 @@ class InstalledJaxSeriesTest(absltest.TestCase):
       raising = rest.index(next(patch for patch in rest
                                 if patch.behaviour ==
                                 "raise-under-transformations"))
-      self.assertEqual(series.dependency_numbers(merged)[raising + 1], [])
+      self.assertEqual(series.dependency_numbers(merged)[
+          series.pull_request_number(rest[raising])], [])
       out = pathlib.Path(scratch) / "out"
       written = series.write_series(merged, out, _AUTHOR)
       self.assertLen(written, len(rest))

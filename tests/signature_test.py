@@ -31,10 +31,12 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import jax.dlpack
 import jax.numpy as jnp
+import numpy as np
 
 import jax_patch
 import jax_patch.dlpack
 import jax_patch.numpy
+from jax_patch._src import dlpack
 
 _P = inspect.Parameter
 STANDARD = inspect.Signature([
@@ -77,6 +79,18 @@ class StandardSignatureTest(parameterized.TestCase):
   def test_is_the_standards(self, read: Callable[[],
                                                  Callable[..., Any]]) -> None:
     self.assertEqual(shape_of(read()), shape(STANDARD))
+
+  @parameterized.named_parameters(
+      ("jax_patch", lambda: jax_patch.from_dlpack),
+      ("jax_patch_numpy", lambda: jax_patch.numpy.from_dlpack),
+  )
+  def test_is_ours_not_upstreams(
+      self, read: Callable[[], Callable[..., Any]]) -> None:
+    # Upstream's has the same signature: only what it does tells them apart.
+    function = read()
+    self.assertIs(function, dlpack.array_api_from_dlpack)
+    with self.assertRaises(jax_patch.CopyRequiredError):
+      function(np.arange(8.0)[::2], copy=False)
 
   def test_installed_jnp_is_ours(self) -> None:
     # The case above reads what install() sets, not upstream's own.

@@ -18,12 +18,13 @@
                                  [--jobs N]
 
 Each mutation breaks one behaviour of ``jax_patch/_src/dlpack.py``,
-``dlpack_capsule.py`` or ``dlpack_device.py`` in a copy of the tree, by
+``dlpack_capsule.py``, ``dlpack_device.py`` or the public layer
+(``jax_patch/numpy``) in a copy of the tree, by
 replacing a text that must occur exactly once there, and runs the tests
 named as the ones that must catch it; they must fail (a crash counts). A
 mutation whose text is gone fails the check too, so the list follows the
 code. ``--fast`` runs the mutations ``.ci/run`` keeps from reopening: the
-gaps that issues 25 and 30 found. The last line is ``mutations: N killed,
+gaps that issues 25, 30 and 36 found. The last line is ``mutations: N killed,
 N survived``; the exit status is non-zero unless every one was killed.
 
 The tests run against the mutated copy (first on ``sys.path``), with this
@@ -50,6 +51,7 @@ _CAPSULE = "jax_patch/_src/dlpack_capsule.py"
 _DEVICE = "jax_patch/_src/dlpack_device.py"
 _IMPORT_TEST = "tests/dlpack_import_test.py"
 _CAPSULE_TEST = "tests/dlpack_capsule_test.py"
+_EXPORT_TEST = "tests/dlpack_export_test.py"
 _RELIABILITY_TEST = "tests/reliability_test.py"
 _CONFORMANCE_TEST = "tests/conformance_test.py::ConformanceTest"
 
@@ -63,7 +65,9 @@ class Mutation:
     path: the file it edits.
     old: a text that occurs exactly once in ``path``.
     new: what replaces it.
-    tests: pytest node ids (or ``-k`` expressions after ``::-k``).
+    tests: pytest node ids.
+    keyword: where given, only the tests it selects (pytest's ``-k``); the
+      unmutated run before the mutations runs all of ``tests``.
     fast: one of the gaps ``.ci/run`` keeps closed.
   """
   name: str
@@ -72,6 +76,7 @@ class Mutation:
   new: str
   tests: tuple[str, ...]
   fast: bool = False
+  keyword: str | None = None
 
 
 MUTATIONS = (
@@ -210,6 +215,58 @@ MUTATIONS = (
         "           else dlpack_capsule.FLAG_READ_ONLY)",
         "  flags = dlpack_capsule.FLAG_IS_COPIED if copied else 0",
         ("tests/dlpack_export_test.py",)),
+    # Issue 36: eight breaks a review made that no test caught.
+    Mutation(
+        "is_copied_missed_beside_other_flags", _CAPSULE,
+        "    return bool(self.flags & FLAG_IS_COPIED)",
+        "    return self.flags == FLAG_IS_COPIED",
+        (f"{_CAPSULE_TEST}::DeleterTest",), keyword="is_copied", fast=True),
+    Mutation(
+        "export_stamped_with_the_requested_version", _DLPACK,
+        "      capsule, min(requested, dlpack_capsule.MAX_VERSION), flags)",
+        "      capsule, requested, flags)",
+        (f"{_EXPORT_TEST}::MaxVersionNegotiationTest",), fast=True),
+    Mutation(
+        "cpu_export_takes_any_stream", _DLPACK,
+        "    if stream is not None and stream != -1:",
+        "    if stream is not None and stream > 0:",
+        (f"{_EXPORT_TEST}::CpuStreamTest",), fast=True),
+    Mutation(
+        "device_in_the_sharding_counts_as_placed", _DEVICE,
+        "  return set(array.sharding.device_set) == {target}",
+        "  return target in array.sharding.device_set",
+        (f"{_IMPORT_TEST}::JaxArrayInputTest",), fast=True),
+    Mutation(
+        "copy_takes_ints", _DLPACK,
+        "  if copy is None or isinstance(copy, bool):",
+        "  if copy is None or isinstance(copy, int):",
+        (f"{_IMPORT_TEST}::CopyArgumentTest",), fast=True),
+    Mutation(
+        "jax_patch_numpy_from_dlpack_is_upstreams",
+        "jax_patch/numpy/__init__.py",
+        "from jax_patch._src.numpy.lax_numpy import from_dlpack as from_dlpack",
+        "from jax.numpy import from_dlpack as from_dlpack",
+        ("tests/signature_test.py::StandardSignatureTest",), fast=True),
+    Mutation(
+        "one_device_named_sharding_read_as_single_device", _DEVICE,
+        "  if type(sharding) is SingleDeviceSharding:  # pylint: "
+        "disable=unidiomatic-typecheck",
+        "  if isinstance(sharding, Sharding):",
+        (f"{_EXPORT_TEST}::OneDeviceNamedShardingExportTest",), fast=True),
+    Mutation(
+        "is_supported_dtype_compares_spellings", _DLPACK,
+        "  return np.dtype(dtype) in SUPPORTED_DTYPES_SET",
+        "  return dtype in SUPPORTED_DTYPES",
+        ("tests/dlpack_dropin_test.py::DropInTest",),
+        keyword="is_supported_dtype",
+        fast=True),
+    # Issue 36's exports DLPack cannot carry: jaxlib's own error, not ours.
+    Mutation(
+        "unexportable_dtype_reaches_jaxlib", _DLPACK,
+        "  code = dlpack_capsule.buffer_type_code(dtype)\n",
+        "  code = dlpack_capsule.dl_type_code(dtype) or 0\n",
+        ("tests/dlpack_export_dtypes_test.py::ExportDTypesTest",),
+        keyword="sub_byte_integer", fast=True),
 )
 
 
@@ -259,7 +316,9 @@ def _check(mutation: Mutation, tree: pathlib.Path, timeout: float) -> bool:
   path.write_text(original.replace(mutation.old, mutation.new))
   start = time.monotonic()
   try:
-    status, output = _pytest(tree, mutation.tests, timeout)
+    selection = mutation.tests + (("-k", mutation.keyword) if mutation.keyword
+                                  else ())
+    status, output = _pytest(tree, selection, timeout)
   finally:
     path.write_text(original)
   seconds = time.monotonic() - start
@@ -267,7 +326,7 @@ def _check(mutation: Mutation, tree: pathlib.Path, timeout: float) -> bool:
     print(f"killed   {mutation.name} ({seconds:.0f} s)", flush=True)
     return True
   print(f"SURVIVED {mutation.name}: pytest exit status {status} for "
-        f"{' '.join(mutation.tests)}\n{output[-2000:]}", flush=True)
+        f"{' '.join(selection)}\n{output[-2000:]}", flush=True)
   return False
 
 

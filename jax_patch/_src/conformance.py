@@ -435,6 +435,26 @@ def copy_false_producer_copied_raises(from_dlpack: FromDLPack) -> str:
       BufferError, ValueError)
 
 
+@_case("copy=False refuses a capsule flagged IS_COPIED and READ_ONLY, as "
+       "jaxlib 0.12 marks its own copies")
+def copy_false_read_only_copy_raises(from_dlpack: FromDLPack) -> str:
+  class ReadOnlyCopyProducer(RecordingProducer):
+    def __dlpack__(self, **kwargs: Any) -> Any:
+      del kwargs
+      # An aligned copy (nothing else forbids sharing it), flagged as
+      # jaxlib 0.12 flags the copies it exports.
+      # Any: pytype's NumPy stubs lack the DLPack methods.
+      copied: Any = aligned_array(self.array.shape, self.array.dtype)
+      copied[...] = self.array
+      return dlpack_capsule.as_versioned_capsule(
+          copied.__dlpack__(), (1, 0),
+          dlpack_capsule.FLAG_IS_COPIED | dlpack_capsule.FLAG_READ_ONLY)
+  return _expect_raises(
+      lambda: from_dlpack(ReadOnlyCopyProducer(aligned_array((8,))),
+                          copy=False),
+      BufferError, ValueError, mentions="IS_COPIED")
+
+
 @_case("copy accepts NumPy bools")
 def copy_accepts_numpy_bool(from_dlpack: FromDLPack) -> str:
   source = aligned_array((8,))
@@ -690,6 +710,21 @@ def jax_array_keeps_device(from_dlpack: FromDLPack) -> str:
   return f"stays on {devices[1]}"
 
 
+@_case("a jax.Array on cpu:0 and cpu:1, with device=cpu:0, lands on cpu:0 "
+       "alone; with copy=False too, it raises")
+def jax_array_sharded_onto_one_device(from_dlpack: FromDLPack) -> str:
+  devices = _require_devices(2)
+  sharding = NamedSharding(Mesh(np.array(devices[:2]), ("x",)),
+                           PartitionSpec("x"))  # type: ignore[no-untyped-call]
+  source = jax.device_put(jax.numpy.arange(8.0), sharding)
+  result = from_dlpack(source, device=devices[0])
+  assert result.devices() == {devices[0]}, f"on {result.devices()}"
+  np.testing.assert_array_equal(np.asarray(result), np.arange(8.0))
+  _expect_raises(lambda: from_dlpack(source, device=devices[0], copy=False),
+                 BufferError, ValueError)
+  return f"on {devices[0]}; copy=False raises"
+
+
 @_case("a jax.Array with copy=False returns the same buffer")
 def jax_array_copy_false_shares(from_dlpack: FromDLPack) -> str:
   source = jax.numpy.arange(4.0)
@@ -743,6 +778,15 @@ def inside_scan_raises(from_dlpack: FromDLPack) -> str:
 def copy_string_raises(from_dlpack: FromDLPack) -> str:
   return _expect_raises(lambda: from_dlpack(aligned_array((4,)), copy="yes"),
                         TypeError, mentions="from_dlpack")
+
+
+@_case("copy=1, 0 or 2 raises a TypeError naming from_dlpack (not read as "
+       "a bool)")
+def copy_int_raises(from_dlpack: FromDLPack) -> str:
+  for copy in (1, 0, 2):
+    _expect_raises(lambda: from_dlpack(aligned_array((4,)), copy=copy),
+                   TypeError, mentions="from_dlpack")
+  return "raises TypeError for 1, 0 and 2"
 
 
 @_case("device='cpu' raises a TypeError and ValueError naming from_dlpack "
@@ -1326,6 +1370,36 @@ def export_stream_of_wrong_type_raises(from_dlpack: FromDLPack) -> str:
   del from_dlpack
   x: Any = jax.numpy.arange(4.0)
   return _expect_raises(lambda: x.__dlpack__(stream=object()), TypeError)
+
+
+@_case("jax.Array.__dlpack__(stream=0 or -2) on the CPU raises BufferError "
+       "(host memory has no streams)")
+def export_cpu_stream_raises(from_dlpack: FromDLPack) -> str:
+  del from_dlpack
+  x: Any = jax.numpy.arange(4.0)
+  for stream in (0, -2):
+    for max_version in (None, (1, 0)):
+      _expect_raises(
+          lambda: x.__dlpack__(stream=stream, max_version=max_version),
+          BufferError)
+  return "raises BufferError for 0 and -2, 0.x and 1.x"
+
+
+@_case("a jax.Array on a one-device NamedSharding exports, reporting its "
+       "device")
+def export_one_device_named_sharding(from_dlpack: FromDLPack) -> str:
+  del from_dlpack
+  device = jax.devices("cpu")[0]
+  one_device = NamedSharding(Mesh(np.array([device]), ("x",)),
+                             PartitionSpec())  # type: ignore[no-untyped-call]
+  x: Any = jax.device_put(jax.numpy.arange(4.0), one_device)
+  reported = tuple(x.__dlpack_device__())
+  assert reported == (dlpack_device.KDL_CPU, 0), f"reports {reported}"
+  for max_version in (None, (1, 0)):
+    exported = np.from_dlpack(
+        PreparedCapsule(x.__dlpack__(max_version=max_version)))
+    np.testing.assert_array_equal(exported, np.arange(4.0))
+  return f"exports from {device}"
 
 
 @_case("jax.Array.__dlpack__(max_version=(0, 8)) returns a 0.x capsule "

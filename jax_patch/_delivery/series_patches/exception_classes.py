@@ -48,7 +48,7 @@ code catching either keeps working:
 Measured on jax 0.12.0.1 (CPU): each of these raised the old type.
 """,
     claims=("copy_false_unaligned_raises", "copy_false_other_device_raises",
-            "copy_accepts_numpy_bool", "copy_string_raises",
+            "copy_accepts_numpy_bool", "copy_string_raises", "copy_int_raises",
             "device_string_raises", "missing_dlpack_methods_raises",
             "raw_capsule_refused", "unsupported_device_type_raises"),
     edits=(

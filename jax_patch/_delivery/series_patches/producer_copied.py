@@ -40,7 +40,8 @@ np.arange(8.0).__dlpack__(max_version=(1, 0), copy=True) imports under
 copy=False (64-byte-aligned copies alias the copy; others raise the
 unaligned error instead).
 """,
-    claims=("copy_false_producer_copied_raises",),
+    claims=("copy_false_producer_copied_raises",
+            "copy_false_read_only_copy_raises"),
     edits=(
         base.Edit(base.DLPACK, """\
   except TypeError:

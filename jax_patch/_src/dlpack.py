@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import operator
 import sys
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -863,7 +863,9 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
   if copy is not None:
     copy = _check_copy(copy, "to_dlpack")
   _check_stream_type(stream)
-  type_code = _export_type_code(x.dtype)
+  # An ArrayImpl holds a NumPy dtype; some JAXs annotate it as possibly an
+  # extended one, which only key arrays (not ArrayImpl) have.
+  type_code = _export_type_code(cast(np.dtype[Any], x.dtype))
   requested = None if max_version is None else (max_version[0],
                                                  max_version[1])
   if requested is not None and requested[0] < 1:

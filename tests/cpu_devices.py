@@ -24,14 +24,11 @@ modules run beside it or their order.
 """
 
 import os
-import re
 from typing import Any
-import unittest
 
 # The most any test uses (a mesh of four devices).
 COUNT = 4
 _FLAG = "--xla_force_host_platform_device_count"
-_ASKED = re.compile(re.escape(_FLAG) + r"=(\d+)")
 
 
 def _ask_for_devices() -> None:
@@ -43,23 +40,19 @@ def _ask_for_devices() -> None:
 def require(count: int) -> list[Any]:
   """The first ``count`` CPU devices, for a test that needs that many.
 
+  The conformance cases' own check, so a test and a case that need the same
+  devices skip alike.
+
   Returns:
     ``jax.devices("cpu")[:count]``.
 
   Raises:
     unittest.SkipTest: there are fewer, saying how many and why.
   """
-  import jax  # pylint: disable=g-import-not-at-top
+  # Imported here: this module runs before JAX starts, and must not start it.
+  from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
 
-  have = len(jax.devices("cpu"))
-  if have < count:
-    asked = _ASKED.findall(os.environ.get("XLA_FLAGS", ""))
-    raise unittest.SkipTest(
-        f"needs {count} CPU devices; this process has {have} (XLA_FLAGS "
-        f"asks for {asked[-1] if asked else 'none'}: set {_FLAG}={COUNT} "
-        "or more, or leave it out and tests/cpu_devices.py asks for "
-        f"{COUNT})")
-  return jax.devices("cpu")[:count]
+  return conformance._require_devices(count)[:count]  # pylint: disable=protected-access
 
 
 _ask_for_devices()

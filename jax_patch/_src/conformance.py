@@ -137,8 +137,9 @@ def _require_devices(count: int) -> list[Any]:
   devices = jax.devices("cpu")
   if len(devices) < count:
     raise unittest.SkipTest(
-        f"needs {count} CPU devices (XLA_FLAGS="
-        f"--xla_force_host_platform_device_count={count})")
+        f"needs {count} CPU devices; this process has {len(devices)} (set "
+        f"XLA_FLAGS=--xla_force_host_platform_device_count={count} or more "
+        "before JAX starts)")
   return devices
 
 

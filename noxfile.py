@@ -17,7 +17,8 @@
 Each `matrix` session makes its own virtualenv with one jax/jaxlib pair on
 one Python and runs, in it, the test suite, `jax-patch check` and `jax-patch
 vendor` (the dry run), with jax_enable_x64 off; the oldest and newest pair
-(the edges) run all three with x64 on too, plus mypy, pytype, pyright,
+(the edges) run all three with x64 on too (less the tests whose outcome
+cannot depend on the mode: tests/conftest.py), plus mypy, pytype, pyright,
 pyrefly and the typing tests, and the memory-safety tests under a hostile
 allocator (tools/hostile_allocator.sh), which their x64-off test run leaves
 those tests to. The `table` session prints version x step from what they
@@ -243,6 +244,10 @@ def matrix(session: nox.Session, jax: str, python_version: str) -> None:
       # The memory step runs these in this mode, in this virtualenv, under
       # an allocator that poisons freed memory: the same tests, stricter.
       command += ["-m", "not memory_safety"]
+    else:
+      # Their outcome is the x64-off pass's (tests/x64_independence_test.py,
+      # which runs in both passes, proves it of each).
+      command += ["-m", "not x64_independent"]
     if (jax, python) == NEWEST and not x64:
       # The series session checks the same series on the same files (its
       # sdist's jax/ is this wheel's, which it checks) with this jaxlib, and

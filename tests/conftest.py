@@ -20,6 +20,8 @@ the capsule module, its fuzz, the reliability and lifetime tests, and the
 series' capsule module. tools/hostile_allocator.sh runs them (``-m
 memory_safety``) under an allocator that poisons freed memory, which the
 version matrix's x64-off pass leaves them to (``-m "not memory_safety"``).
+The x64-independent modules are those whose outcome the mode cannot
+change; the matrix's x64-on pass leaves them out.
 The leak loops are not among them: their bounds are the default
 allocator's (under PYTHONMALLOC=malloc the traced heap settles tens of KB
 higher, not per call), and they find leaks, not reads after free.
@@ -46,12 +48,20 @@ _MEMORY_SAFETY_MODULES = frozenset({
     "capsule_fuzz_test", "dlpack_capsule_test", "lifetime_test",
     "reliability_test", "series_capsule_test"})
 _LEAK_LOOPS = frozenset({"LeakTest", "LeakCheckTest"})
+# Modules whose outcome cannot depend on jax_enable_x64, as
+# tests/x64_independence_test.py proves of each: the version matrix's x64-on
+# pass leaves them out (``-m "not x64_independent"``), having run them with
+# x64 off.
+X64_INDEPENDENT_MODULES = frozenset({"typing_test"})
 
 
 def pytest_configure(config: pytest.Config) -> None:
   config.addinivalue_line(
       "markers", "memory_safety: reads or releases DLPack structures "
       "(tools/hostile_allocator.sh runs these)")
+  config.addinivalue_line(
+      "markers", "x64_independent: its outcome is the same in both x64 "
+      "modes (tests/x64_independence_test.py)")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -60,6 +70,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     test_class = item.nodeid.split("::")[1] if "::" in item.nodeid else ""
     if module in _MEMORY_SAFETY_MODULES and test_class not in _LEAK_LOOPS:
       item.add_marker(pytest.mark.memory_safety)
+    if module in X64_INDEPENDENT_MODULES:
+      item.add_marker(pytest.mark.x64_independent)
 
 
 @pytest.fixture(autouse=True)

@@ -62,6 +62,25 @@ _NO_PYTYPE_HERE = ("pytype 2024.10.11 runs on Python 3.10 to 3.12, not "
 requires_pytype = unittest.skipUnless(_PYTYPE_RUNS_HERE, _NO_PYTYPE_HERE)
 
 
+def run_checker(command: list[str], cwd: pathlib.Path,
+                env: dict[str, str] | None = None
+                ) -> subprocess.CompletedProcess[str]:
+  """Runs a type checker in a subprocess, this module's only way to run one.
+
+  Its environment is this process's, less JAX_ENABLE_X64, plus ``env``: the
+  checkers read source and never run it, and without the flag nothing they
+  run can see it either. This module's outcome is therefore the same in
+  both x64 modes, which lets the edges' x64-on pass leave it out
+  (tests/conftest.py, tests/x64_independence_test.py).
+  """
+  environment = {name: value for name, value in os.environ.items()
+                 if name != "JAX_ENABLE_X64"}
+  environment.update(env or {})
+  return subprocess.run(command, cwd=cwd, env=environment,
+                        capture_output=True, text=True, timeout=600,
+                        check=False)
+
+
 def expected_errors(source: str) -> Errors:
   """The ``(line, code)`` pairs a file marks with ``# E: code``."""
   return {(number, match["code"])
@@ -72,13 +91,11 @@ def expected_errors(source: str) -> Errors:
 def mypy_errors(path: pathlib.Path, mypy_path: list[pathlib.Path],
                 cache_dir: pathlib.Path) -> tuple[Errors, str]:
   """Runs mypy on ``path``; returns its ``(line, code)`` errors and output."""
-  env = dict(os.environ, MYPYPATH=os.pathsep.join(map(str, mypy_path)))
-  run = subprocess.run(
+  run = run_checker(
       [sys.executable, "-m", "mypy", "--config-file", str(_ROOT / "setup.cfg"),
        "--no-error-summary", "--show-error-codes", "--cache-dir",
        str(cache_dir), str(path)],
-      cwd=_ROOT, env=env, capture_output=True, text=True, timeout=600,
-      check=False)
+      _ROOT, {"MYPYPATH": os.pathsep.join(map(str, mypy_path))})
   output = run.stdout + run.stderr
   errors = {(int(m["line"]), m["code"]) for m in _MYPY_ERROR.finditer(output)
             if pathlib.Path(m["path"]).name == path.name}
@@ -88,10 +105,9 @@ def mypy_errors(path: pathlib.Path, mypy_path: list[pathlib.Path],
 def pytype_run(path: pathlib.Path,
                pythonpath: pathlib.Path) -> tuple[int, str]:
   """Runs pytype on ``path``; returns its exit status (0: clean) and output."""
-  run = subprocess.run(
+  run = run_checker(
       [sys.executable, "-m", "pytype.main", f"--pythonpath={pythonpath}",
-       str(path)],
-      cwd=_ROOT, capture_output=True, text=True, timeout=600, check=False)
+       str(path)], _ROOT)
   return run.returncode, run.stdout + run.stderr
 
 
@@ -140,9 +156,7 @@ class UserProject:
 
   def _run(self, command: list[str],
            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, cwd=self.root, capture_output=True,
-                          text=True, timeout=600, check=False,
-                          env=dict(os.environ, **(env or {})))
+    return run_checker(command, self.root, env)
 
   def mypy(self, cache: pathlib.Path) -> tuple[dict[str, Errors], str]:
     """The README's command: the stub package on the interpreter's path."""
@@ -348,12 +362,10 @@ class PytypeUserTest(absltest.TestCase):
     plain.write_text("total = 1 + 'one'\n")
     path = os.pathsep.join([os.path.dirname(sys.executable),
                             os.environ.get("PATH", "")])
-    run = subprocess.run(
+    run = run_checker(
         [sys.executable, "-m", "pytype.tools.analyze_project.main",
          "--jobs=2", "--output", str(scratch / "out"), _USAGE.name,
-         _ORDINARY.name, plain.name],
-        cwd=project.root, capture_output=True, text=True, timeout=600,
-        check=False, env=dict(os.environ, PATH=path))
+         _ORDINARY.name, plain.name], project.root, {"PATH": path})
     output = run.stdout + run.stderr
     reported = {(pathlib.Path(m["path"]).name, int(m["line"]))
                 for m in _PYTYPE_ERROR.finditer(output)}

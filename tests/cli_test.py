@@ -37,6 +37,7 @@ import jax_patch
 from jax_patch._delivery import cli
 from jax_patch._delivery import series
 from jax_patch._delivery import series_patches
+from jax_patch._delivery import series_reports
 from jax_patch._delivery import stubs
 
 # Not resolve(): under Bazel the runfiles tree is the project.
@@ -224,7 +225,7 @@ class VersionAndHelpTest(absltest.TestCase):
 _TARGETS = {
     "main": ("0.11.1", "0.11.0", ""),
     "0.12.0.1": ("0.12.0.1", "0.11.2",
-                 f"x.__dlpack__({series_patches.VERSIONED_IMPORT_MARK})\n"),
+                 "x.__dlpack__(max_version=DLPACK_VERSION)\n"),
 }
 
 
@@ -234,6 +235,7 @@ def _readme_queue() -> dict[int, tuple[list[int], str]]:
   readme = (_ROOT / "README.md").read_text()
   section = readme[readme.index("## The upstream queue"):]
   section = section[:section.index("\n## ", 1)]
+  section = section[:section.index("\n| report |")]  # The bug reports' table.
   rows = {}
   for line in section.splitlines():
     cells = [cell.strip() for cell in line.strip("|").split("|")]
@@ -255,6 +257,13 @@ class NumberingTest(_ScratchTest):
                       for patch in series_patches.SERIES})
     self.assertEqual(sorted(_readme_queue()), numbers)
     self.assertEqual(numbers, list(range(1, len(numbers) + 1)))
+
+  def test_the_readme_lists_every_report_by_its_number(self) -> None:
+    readme = (_ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| (\d{4}) \| `([a-z0-9-]+)`: ", readme, re.MULTILINE)
+    self.assertEqual(
+        rows, [(f"{series.report_number(report):04d}", report.slug)
+               for report in series_reports.REPORTS])
 
   @parameterized.parameters(*_TARGETS)
   def test_each_target_numbers_its_pull_requests_as_the_readme(
@@ -288,10 +297,10 @@ class NumberingTest(_ScratchTest):
     self.assertEqual(series.left_out(merged),
                      [(1, first.subject, "already in the target")])
     numbers = series.dependency_numbers(merged)
-    self.assertEqual(sorted(numbers), list(range(2, 19)))
+    self.assertEqual(sorted(numbers), list(range(2, 16)))
     # 0004 raised 0001's class: now on main, it needs nothing.
     self.assertEqual(numbers[4], [])
-    self.assertEqual(numbers[18], [])
+    self.assertEqual(numbers[15], [])
 
 
 def _installed_is_a_target() -> bool:

@@ -16,9 +16,9 @@
 each test collects alone.
 
 The memory-safety tests are those that read or release DLPack structures:
-the capsule module, its fuzz, the reliability and lifetime tests, and the
-series' capsule module. tools/hostile_allocator.sh runs them (``-m
-memory_safety``) under an allocator that poisons freed memory, which the
+the capsule module, its fuzz, and the reliability and lifetime tests.
+tools/hostile_allocator.sh runs them (``-m memory_safety``) under an
+allocator that poisons freed memory, which the
 version matrix's x64-off pass leaves them to (``-m "not memory_safety"``).
 The x64-independent modules are those whose outcome the mode cannot
 change; the matrix's x64-on pass leaves them out.
@@ -46,7 +46,7 @@ import pytest
 
 _MEMORY_SAFETY_MODULES = frozenset({
     "capsule_fuzz_test", "dlpack_capsule_test", "lifetime_test",
-    "reliability_test", "series_capsule_test"})
+    "reliability_test"})
 _LEAK_LOOPS = frozenset({"LeakTest", "LeakCheckTest"})
 # Modules whose outcome cannot depend on jax_enable_x64, as
 # tests/x64_independence_test.py proves of each: the version matrix's x64-on

@@ -27,7 +27,7 @@ from jax_patch._delivery import vendor
 _PACKAGE = pathlib.Path(__file__).absolute().parents[1] / "jax_patch"
 _SERIES_PACKAGE = _PACKAGE / "_delivery" / "series_patches"
 # The modules of series_patches that are not a pull request.
-_SHARED = {"base", "capsule_module"}
+_SHARED = {"base"}
 
 
 def _imported_modules(path: pathlib.Path) -> set[str]:

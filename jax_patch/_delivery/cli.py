@@ -451,6 +451,8 @@ def _series_command(args: argparse.Namespace) -> int:
         f"(jaxlib >= {'.'.join(map(str, target.min_jaxlib))}) into {out}")
   for patch in patches:
     print(f"  {patch.name}")
+  for report in series.report_files(out):
+    print(f"  {report.name} (a jaxlib defect, for JAX's issue tracker)")
   if not args.check:
     return 0
   conflicts: dict[str, list[str]] = {}
@@ -478,12 +480,15 @@ def _series_command(args: argparse.Namespace) -> int:
       _print_steps("pull request", alone, series.dependency_numbers(target))
     results = stacked.result()
   _print_steps("stack step", results, {})
+  reports = series.check_reports(target, python=args.python)
+  _print_reports(reports)
   queue_checks = 0 if args.stack_only else 1
   failed = (sum(not step.ok for step in alone + results) + bool(conflicts)
             + queue_checks * len(patches) - len(alone)
-            + len(stack) - len(results))
-  print(f"{queue_checks + len(alone) + len(results) - failed} passed, "
-        f"{failed} failed")
+            + len(stack) - len(results)
+            + sum(not report.ok for report in reports))
+  print(f"{queue_checks + len(alone) + len(results) + len(reports) - failed}"
+        f" passed, {failed} failed")
   return 1 if failed else 0
 
 
@@ -500,6 +505,18 @@ def _write_series(target: Any, out: pathlib.Path,
     if made is not None:
       shutil.rmtree(made, ignore_errors=True)
     raise
+
+
+def _print_reports(reports: list[Any]) -> None:
+  """Each report's reproducer: whether the installed jaxlib has the defect,
+  and whether that is what the report says of it."""
+  for report in reports:
+    said = {"reproduces": "reproduces",
+            "fixed": "fixed in this jaxlib"}.get(report.result, "did not run")
+    verdict = f"FAILED ({report.problem})" if report.problem else "ok"
+    print(f"report {report.number:04d}: {verdict}: {said}: {report.title}")
+    if report.problem:
+      print(textwrap.indent(report.detail, "    "))
 
 
 def _print_steps(kind: str, results: list[Any],

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import ast
 import collections
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 import dataclasses
 import json
 import os
@@ -44,6 +44,7 @@ import sys
 import tempfile
 
 from jax_patch._delivery import series_patches
+from jax_patch._delivery import series_reports
 from jax_patch._src import conformance
 
 # The series is written for this jaxlib range: every gate jax_patch keeps
@@ -73,9 +74,6 @@ class Target:
   # The newest jaxlib it accepts: JAX refuses a jaxlib newer than itself.
   max_jaxlib: tuple[int, ...]
   has_interop_test: bool
-  # Whether its from_dlpack already asks for DLPack 1.x capsules (JAX 0.12
-  # on), which jaxlib 0.12 reads: read-only arrays import.
-  imports_versioned: bool
 
 
 @dataclasses.dataclass
@@ -144,12 +142,9 @@ def read_target(root: pathlib.Path) -> Target:
         f"JAX {version.group(1)} supports jaxlib {minimum.group(1)}, older "
         f"than the series' {'.'.join(map(str, MIN_SUPPORTED_JAXLIB))}: "
         "vendor the patch there instead (jax-patch vendor).")
-  dlpack = root / series_patches.DLPACK
   return Target(root, version.group(1), min_jaxlib,
                 _version_tuple(version.group(1)),
-                (root / series_patches.INTEROP_TEST).is_file(),
-                dlpack.is_file() and series_patches.VERSIONED_IMPORT_MARK
-                in dlpack.read_text())
+                (root / series_patches.INTEROP_TEST).is_file())
 
 
 def patches_for(target: Target) -> tuple[series_patches.SeriesPatch, ...]:
@@ -171,8 +166,7 @@ def merged_in(target: Target) -> list[str]:
 
 
 def _needed(target: Target) -> tuple[series_patches.SeriesPatch, ...]:
-  return series_patches.for_target(target.min_jaxlib, target.max_jaxlib,
-                                   target.imports_versioned)
+  return series_patches.for_target(target.min_jaxlib, target.max_jaxlib)
 
 
 def _is_merged(patch: series_patches.SeriesPatch, target: Target) -> bool:
@@ -344,7 +338,7 @@ def write_series(target: Target, out: pathlib.Path,
   out.mkdir(parents=True, exist_ok=True)
   # A series written before, maybe for another target, must not mix in.
   for pattern in ("*.patch", "*.description.md", "*.changelog.md",
-                  "stack/*.patch"):
+                  "*.issue.md", "*.reproducer.py", "stack/*.patch"):
     for stale in out.glob(pattern):
       stale.unlink()
   patches = patches_for(target)
@@ -370,7 +364,69 @@ def write_series(target: Target, out: pathlib.Path,
         series_patches.description(patch))
     (out / f"{stem}.changelog.md").write_text(
         series_patches.changelog(patch))
+  for report in reports_for(target):
+    stem = f"{report_number(report):04d}-{report.slug}"
+    (out / f"{stem}.issue.md").write_text(
+        series_reports.issue_text(report, target.jax_version))
+    (out / f"{stem}.reproducer.py").write_text(report.reproducer)
   return pull_requests
+
+
+def reports_for(target: Target) -> tuple[series_reports.JaxlibReport, ...]:
+  """The jaxlib defects reported upstream that affect a jaxlib ``target``
+  supports."""
+  return series_reports.for_range(target.min_jaxlib, target.max_jaxlib)
+
+
+def report_number(report: series_reports.JaxlibReport) -> int:
+  """A report's number: after every pull request's, the same on every
+  target, as :func:`pull_request_number` is."""
+  return len(_BEHAVIOURS) + 1 + series_reports.REPORTS.index(report)
+
+
+def report_files(out: pathlib.Path) -> list[pathlib.Path]:
+  """The bug reports :func:`write_series` wrote into ``out``."""
+  return sorted(out.glob("*.issue.md"))
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportResult:
+  """What a report's reproducer did with the installed jaxlib."""
+  number: int  # report_number
+  title: str
+  result: str  # "reproduces", "fixed" or "error"
+  detail: str  # what the reproducer saw
+  # Why the result contradicts the jaxlib versions the report names as
+  # affected; empty where it agrees.
+  problem: str
+
+  @property
+  def ok(self) -> bool:
+    return not self.problem
+
+
+def check_reports(target: Target,
+                  python: str = sys.executable) -> list[ReportResult]:
+  """Runs each report's reproducer against ``target``'s own JAX (unpatched:
+  the defect is jaxlib's) and ``python``'s jaxlib, with x64 off.
+
+  A report whose jaxlib range includes the installed jaxlib must reproduce;
+  one whose range excludes it must not; a reproducer that fails to run
+  fails the check either way.
+  """
+  results = []
+  with tempfile.TemporaryDirectory() as scratch:
+    repo = _scratch_repo(target, pathlib.Path(scratch))
+    jaxlib = _jaxlib_version(repo, python)
+    for report in reports_for(target):
+      done = _run(repo, python, "-c", report.reproducer,
+                  env={"JAX_ENABLE_X64": "0"})
+      result, detail = series_reports.outcome(
+          done.returncode, done.stdout, done.stderr, report.crash)
+      results.append(ReportResult(
+          report_number(report), report.title, result, detail,
+          series_reports.verdict(report, jaxlib, result)))
+  return results
 
 
 def stack_files(out: pathlib.Path) -> list[pathlib.Path]:
@@ -444,7 +500,7 @@ def check_series(target: Target, patches: list[pathlib.Path],
       if not _apply_and_check(step, repo, python, checker, patch, patch_file,
                               base_errors):
         break
-      claimed.extend(patch.claims)
+      claimed.extend(_claims_on(jaxlib, (patch,)))
       if probe_before == "ok":
         step.type_check = ("the typing probe passes before the patch too: "
                            "it shows nothing")
@@ -463,7 +519,7 @@ def check_series(target: Target, patches: list[pathlib.Path],
         step.interop_passed, step.interop_test = _interop_test(repo, python)
     if results and results[-1].applied and len(results) == len(patches):
       results[-1].failed_after_series = _failed_after_series(
-          repo, python, series_patches.NOT_YET_IN_SERIES)
+          repo, python, series_patches.left_undone(jaxlib))
   return results
 
 
@@ -743,7 +799,7 @@ def check_alone(target: Target, pull_requests: list[pathlib.Path],
       if not _apply_and_check(step, repo, python, checker, patch, patch_file,
                               base_errors):
         continue
-      claims = [claim for each in chain for claim in each.claims]
+      claims = _claims_on(jaxlib, chain)
       step.imports, step.failed_claims = _imports_and_claims(repo, python,
                                                              claims)
       if patch.runtime_probe and patch.shows_on_jaxlib(jaxlib):
@@ -765,13 +821,22 @@ def check_alone(target: Target, pull_requests: list[pathlib.Path],
   return results
 
 
+def _claims_on(jaxlib: tuple[int, ...],
+               patches: Iterable[series_patches.SeriesPatch]) -> list[str]:
+  """The claims of ``patches`` that can hold with ``jaxlib``: not those
+  that need a newer one (``series_patches.NEEDS_JAXLIB``)."""
+  too_new = series_patches.needs_newer_jaxlib(jaxlib)
+  return [claim for patch in patches for claim in patch.claims
+          if claim not in too_new]
+
+
 def _failed_after_series(repo: pathlib.Path, python: str,
-                         not_yet: frozenset[str]) -> dict[str, str]:
+                         left_undone: frozenset[str]) -> dict[str, str]:
   """Every case on the fully patched tree, but those left undone."""
   names = [case.name for case in conformance.CASES]
   failed = _failed_cases(repo, python, names)
   return {name: detail for name, detail in failed.items()
-          if name not in not_yet}
+          if name not in left_undone}
 
 
 def _run(repo: pathlib.Path, python: str, *args: str,

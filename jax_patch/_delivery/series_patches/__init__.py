@@ -17,15 +17,16 @@
 Each patch edits JAX's own ``jax/_src/dlpack.py`` (and ``jax/_src/array.py``)
 in place, in JAX's style, for the jaxlib range of JAX main and the newest
 release (jaxlib 0.11.0 on): the version gates jax_patch keeps for jaxlib
-back to 0.4.35 are constant there, and none of them appears. One thing
-jaxlib before 0.12 lacks does: it reads and writes only DLPack 0.x
-capsules, so the series adds a small module, ``jax/_src/dlpack_capsule.py``,
-that converts 1.x capsules for it (ungated on a JAX whose every jaxlib is
-older than 0.12, gated like JAX's own code where its range straddles 0.12,
-absent where it starts at 0.12). Each patch also adds its tests to JAX's
-``tests/array_interoperability_test.py`` where the target has it, and names
-the conformance cases (``conformance.CASES``) it makes pass; ``series.py``
-checks each claim after applying the patches up to it.
+back to 0.4.35 are constant there, and none of them appears. Nothing of
+jax_patch's ctypes capsule layer goes upstream: what jaxlib does in C++
+(DLPack 1.x capsules, from jaxlib 0.12 on) a patch leaves to jaxlib, and
+with an older jaxlib from_dlpack keeps upstream's behaviour (``NEEDS_JAXLIB``
+names the cases that holds back). A defect in jaxlib's C++ is reported
+upstream, with a reproducer (``series_reports``), not worked around here.
+Each patch also adds its tests to JAX's ``tests/array_interoperability_test.py``
+where the target has it, and names the conformance cases
+(``conformance.CASES``) it makes pass; ``series.py`` checks each claim
+after applying the patches up to it.
 
 An edit replaces one exact, unique text of the target: where JAX's text has
 moved, the series refuses with the patch and the text it looked for.
@@ -33,8 +34,7 @@ moved, the series refuses with the patch and the text it looked for.
 Each pull request is a module of this package: its patch (in one form, or
 two where a jaxlib version decides), its tests and its changelog entry.
 ``base`` holds what they are made of and where in JAX's test they add
-tests; ``capsule_module`` cuts the module the series adds to JAX from
-``series_files/dlpack_capsule.py``, the file as the whole series leaves it.
+tests.
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ from __future__ import annotations
 import re
 import textwrap
 
+from jax_patch._delivery import series_reports
 from jax_patch._delivery.series_patches import base
 from jax_patch._delivery.series_patches import basearray_stub
-from jax_patch._delivery.series_patches import capsule_module
 from jax_patch._delivery.series_patches import copy_true_copies
 from jax_patch._delivery.series_patches import cpu_device_id
 from jax_patch._delivery.series_patches import exception_classes
@@ -58,10 +58,7 @@ from jax_patch._delivery.series_patches import multi_device_sharding
 from jax_patch._delivery.series_patches import no_silent_narrowing
 from jax_patch._delivery.series_patches import no_tracing
 from jax_patch._delivery.series_patches import non_row_major
-from jax_patch._delivery.series_patches import producer_copied
 from jax_patch._delivery.series_patches import strided_input
-from jax_patch._delivery.series_patches import versioned_export
-from jax_patch._delivery.series_patches import versioned_import
 
 
 # The package's interface: what series.py and the tests use.
@@ -69,16 +66,14 @@ Edit = base.Edit
 SeriesPatch = base.SeriesPatch
 DLPACK = base.DLPACK
 INTEROP_TEST = base.INTEROP_TEST
-VERSIONED_IMPORT_MARK = base.VERSIONED_IMPORT_MARK
-CAPSULE_MODULE = capsule_module.CAPSULE_MODULE
 
 
-def for_target(min_jaxlib: tuple[int, ...], max_jaxlib: tuple[int, ...],
-               imports_versioned: bool) -> tuple[base.SeriesPatch, ...]:
-  """The series for a JAX supporting jaxlib ``min_jaxlib`` to ``max_jaxlib``
-  whose from_dlpack imports DLPack 1.x capsules or not."""
+def for_target(min_jaxlib: tuple[int, ...], max_jaxlib: tuple[int, ...]
+               ) -> tuple[base.SeriesPatch, ...]:
+  """The series for a JAX supporting jaxlib ``min_jaxlib`` to
+  ``max_jaxlib``."""
   return tuple(patch for patch in SERIES
-               if patch.is_for(min_jaxlib, max_jaxlib, imports_versioned))
+               if patch.is_for(min_jaxlib, max_jaxlib))
 
 
 def with_dependencies(
@@ -116,9 +111,6 @@ _PULL_REQUESTS = (
     foreign_platform,
     export_missing_platform,
     export_legacy_copy,
-    versioned_import,
-    versioned_export,
-    producer_copied,
     non_row_major,
     fast_cpu_import,
     basearray_stub,
@@ -138,6 +130,42 @@ NOT_YET_IN_SERIES: frozenset[str] = frozenset({
     # devices, imported with device=<one of them>, goes through __dlpack__,
     # which refuses sharded arrays.
     "export_cpu_stream_raises", "jax_array_sharded_onto_one_device"})
+
+# Conformance cases that take DLPack 1.x capsules, which jaxlib reads and
+# writes from the version given on (0.12: jaxlib_extension_version 496 for
+# export, 499 for import). With an older jaxlib, from_dlpack and __dlpack__
+# keep upstream's behaviour: a read-only array cannot be exported as 0.x
+# (NumPy raises BufferError), and an export asked for 1.x returns 0.x, as
+# the standard lets a producer do; a producer's 1.x-only capsule (IS_COPIED
+# set, say) is refused by name. jax_patch's runtime converts capsules
+# itself there (its ctypes layer); upstream, the fix is the newer jaxlib.
+NEEDS_JAXLIB: dict[str, tuple[int, ...]] = dict.fromkeys((
+    "cpu_producer_gets_stream_none",
+    "copy_false_producer_copied_raises",
+    "copy_false_read_only_copy_raises",
+    "copy_none_broadcast_imports",
+    "donation_leaves_read_only_source_unchanged",
+    "export_copy_true_is_copied",
+    "export_versioned_read_only",
+    "memory_mapped_file_imports_without_copy",
+    "producer_without_copy_keyword_imports",
+    "read_only_imports_without_copy",
+    "versioned_only_producer_imports"), (0, 12))
+
+
+def left_undone(jaxlib: tuple[int, ...]) -> frozenset[str]:
+  """The cases the fully applied series may fail with ``jaxlib``: those no
+  patch claims yet, those that need a newer jaxlib, and those a jaxlib
+  defect reported upstream (``series_reports``) holds back."""
+  return NOT_YET_IN_SERIES | needs_newer_jaxlib(jaxlib) | frozenset(
+      case for report in series_reports.REPORTS
+      if series_reports.affects(report, jaxlib) for case in report.cases)
+
+
+def needs_newer_jaxlib(jaxlib: tuple[int, ...]) -> frozenset[str]:
+  """The cases ``jaxlib`` is too old for (``NEEDS_JAXLIB``)."""
+  return frozenset(case for case, needed in NEEDS_JAXLIB.items()
+                   if jaxlib < needed)
 
 
 # Each patch's entry in JAX's CHANGELOG.md, by slug: a gated form says

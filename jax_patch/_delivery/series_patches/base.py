@@ -122,10 +122,6 @@ class SeriesPatch:
   # version; False for the form without the test, for a target whose every
   # jaxlib is older (a gate constant over the range is left out).
   gated: bool | None = None
-  # Only for targets whose from_dlpack already asks for DLPack 1.x capsules
-  # (True: JAX 0.12 on), or only for those that do not (False): the two
-  # differ in the text a patch edits.
-  versioned_import: bool | None = None
   # The behaviours (see ``behaviour``) whose code this patch edits: its pull
   # request goes on the base after theirs. None: it applies to the base
   # alone.
@@ -143,12 +139,9 @@ class SeriesPatch:
     """The slug, less the jaxlib range that picks among a behaviour's forms."""
     return self.slug.split("-before-jaxlib-")[0]
 
-  def is_for(self, min_jaxlib: tuple[int, ...], max_jaxlib: tuple[int, ...],
-             imports_versioned: bool) -> bool:
-    """Whether a target with this jaxlib range and import path needs it."""
-    if (self.versioned_import is not None
-        and self.versioned_import != imports_versioned):
-      return False
+  def is_for(self, min_jaxlib: tuple[int, ...],
+             max_jaxlib: tuple[int, ...]) -> bool:
+    """Whether a target with this jaxlib range needs it."""
     if self.only_below_jaxlib is None:
       return True
     reaches_fixed_jaxlib = max_jaxlib >= self.only_below_jaxlib
@@ -158,10 +151,6 @@ class SeriesPatch:
   def shows_on_jaxlib(self, jaxlib: tuple[int, ...]) -> bool:
     """Whether upstream fails its claims with ``jaxlib``."""
     return self.only_below_jaxlib is None or jaxlib < self.only_below_jaxlib
-
-
-# The target already negotiates DLPack 1.x capsules on import (JAX 0.12 on).
-VERSIONED_IMPORT_MARK = "max_version=DLPACK_VERSION"
 
 
 def test_methods(source: str, before: str = END_OF_DLPACK_TEST

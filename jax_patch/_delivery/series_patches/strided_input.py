@@ -40,8 +40,10 @@ copies the producer's copy again only where it is not 64-byte aligned.
 
 Measured on jax 0.12.0.1 (CPU): the three raise UNIMPLEMENTED.
 """,
+    # A broadcast is read-only: with jaxlib before 0.12 it cannot be
+    # exported as 0.x at all (series_patches.NEEDS_JAXLIB).
     claims=("copy_none_step_slice_imports", "copy_none_reversed_imports",
-            "copy_false_strided_raises"),
+            "copy_false_strided_raises", "copy_none_broadcast_imports"),
     edits=(
         base.Edit(base.DLPACK, """\
         "copy=None to perform the requested operation."

@@ -750,14 +750,42 @@ class InstalledJaxSeriesTest(absltest.TestCase):
       self.assertIn(f"Subject: [PATCH] {patch.subject}\n", text)
       # Not with_suffix: a subject's "jax.Array" puts a dot in the name.
       stem = str(patch_file)[:-len(".patch")]
+      dependencies = series_patches.with_dependencies(
+          patch, _installed_series())[:-1]
       self.assertEqual(pathlib.Path(f"{stem}.description.md").read_text(),
-                       series_patches.description(patch))
+                       series_patches.description(patch, dependencies))
       self.assertEqual(pathlib.Path(f"{stem}.changelog.md").read_text(),
                        series_patches.changelog(patch))
       self.assertIn(patch.body.splitlines()[0], text)
       self.assertIn("diff --git a/jax/_src/", text)
       for path in (edit.path for edit in patch.edits if not edit.old):
         self.assertIn(f"diff --git a/{path} b/{path}\nnew file mode", text)
+
+  def test_the_queue_file_names_each_pull_request_and_its_dependencies(
+      self) -> None:
+    queue = series.read_queue(self.patches[0].parent)
+    self.assertEqual([entry["patch"] for entry in queue],
+                     [patch_file.name for patch_file in self.patches])
+    self.assertEqual([entry["title"] for entry in queue],
+                     [patch.subject for patch in _installed_series()])
+    by_number = {int(patch_file.name[:4]): patch_file.name
+                 for patch_file in self.patches}
+    dependencies = series.dependency_numbers(
+        series.read_target(_INSTALLED_ROOT))
+    titles = {entry["patch"]: entry["title"] for entry in queue}
+    for entry in queue:
+      with self.subTest(entry["patch"]):
+        self.assertEqual(entry["depends_on"], [
+            by_number[number]
+            for number in dependencies[int(entry["patch"][:4])]])
+        # The description names each by title, as a reviewer reads it.
+        stem = entry["patch"][:-len(".patch")]
+        description = (self.patches[0].parent
+                       / f"{stem}.description.md").read_text()
+        for name in entry["depends_on"]:
+          self.assertIn(f"- {titles[name]}\n", description)
+        self.assertEqual("## Depends on" in description,
+                         bool(entry["depends_on"]))
 
   def test_every_step_applies_imports_and_passes_its_claims(self) -> None:
     steps = self._check()[0]

@@ -451,6 +451,8 @@ def _series_command(args: argparse.Namespace) -> int:
         f"(jaxlib >= {'.'.join(map(str, target.min_jaxlib))}) into {out}")
   for patch in patches:
     print(f"  {patch.name}")
+  print(f"  {series.QUEUE} (the order to send them in, and what each "
+        "goes on after)")
   for report in series.report_files(out):
     print(f"  {report.name} (a jaxlib defect, for JAX's issue tracker)")
   if not args.check:

@@ -42,6 +42,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Any
 
 from jax_patch._delivery import series_patches
 from jax_patch._delivery import series_reports
@@ -310,6 +311,19 @@ def _apply(patch: series_patches.SeriesPatch, repo: pathlib.Path,
   return sorted(set(touched))
 
 
+# Beside the pull requests: the order to send them in, each with the file
+# names of those it goes on after.
+QUEUE = "queue.json"
+
+
+def read_queue(out: pathlib.Path) -> list[dict[str, Any]]:
+  """The queue :func:`write_series` wrote into ``out``: in the order to send
+  them, ``{"patch": file name, "title": subject, "depends_on": [file
+  names]}`` for each pull request."""
+  queue: list[dict[str, Any]] = json.loads((out / QUEUE).read_text())
+  return queue
+
+
 def write_series(target: Target, out: pathlib.Path,
                  author: tuple[str, str]) -> list[pathlib.Path]:
   """Writes the pull requests for ``target`` (see :func:`read_target`).
@@ -319,8 +333,9 @@ def write_series(target: Target, out: pathlib.Path,
   the target and the commits of the patch's declared dependencies only
   (``series_patches.with_dependencies``): one that needs none applies to the
   target by itself. Beside it go ``NNNN-name.description.md``, the pull
-  request's description, and ``NNNN-name.changelog.md``, its entry for JAX's
-  CHANGELOG.md. ``out/stack/`` holds the same commits made one on another,
+  request's description (naming, by title, the pull requests it goes on
+  after), and ``NNNN-name.changelog.md``, its entry for JAX's CHANGELOG.md;
+  ``queue.json`` lists them in order, each with its dependencies' files. ``out/stack/`` holds the same commits made one on another,
   in order: what the target becomes as they merge (:func:`stack_files`).
 
   Args:
@@ -358,12 +373,20 @@ def write_series(target: Target, out: pathlib.Path,
       _commit(repo, (patch,), target, author)
       _format_patches(repo, "HEAD~1", out / "stack",
                       pull_request_number(patch))
+  queue: list[dict[str, Any]] = []
+  file_names = {patch.behaviour: patch_file.name
+                for patch_file, patch in zip(pull_requests, patches)}
   for patch_file, patch in zip(pull_requests, patches):
     stem = patch_file.name[:-len(".patch")]
+    dependencies = series_patches.with_dependencies(patch, patches)[:-1]
     (out / f"{stem}.description.md").write_text(
-        series_patches.description(patch))
+        series_patches.description(patch, dependencies))
+    queue.append({"patch": patch_file.name, "title": patch.subject,
+                  "depends_on": [file_names[each.behaviour]
+                                 for each in dependencies]})
     (out / f"{stem}.changelog.md").write_text(
         series_patches.changelog(patch))
+  (out / QUEUE).write_text(json.dumps(queue, indent=2) + "\n")
   for report in reports_for(target):
     stem = f"{report_number(report):04d}-{report.slug}"
     (out / f"{stem}.issue.md").write_text(

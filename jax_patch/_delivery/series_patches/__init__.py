@@ -196,11 +196,19 @@ def added_tests(patch: base.SeriesPatch) -> list[str]:
   return sorted(names)
 
 
-def description(patch: base.SeriesPatch) -> str:
+def description(patch: base.SeriesPatch,
+                dependencies: tuple[base.SeriesPatch, ...] = ()) -> str:
   """The pull request's description: what was wrong, the standard's clause
-  and the measured upstream behaviour (the commit message's body), how to
-  test it, and its changelog entry."""
-  parts = [f"# {patch.subject}\n", patch.body, "## How to test\n"]
+  and the measured upstream behaviour (the commit message's body), the
+  pull requests it goes on after (``dependencies``, by title), how to test
+  it, and its changelog entry."""
+  parts = [f"# {patch.subject}\n", patch.body]
+  if dependencies:
+    parts.append(
+        "## Depends on\n\nThis pull request is cut on top of these, which "
+        "merge before it (its branch holds their commits):\n\n"
+        + "".join(f"- {each.subject}\n" for each in dependencies))
+  parts.append("## How to test\n")
   tests = added_tests(patch)
   if tests:
     parts.append(

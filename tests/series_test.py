@@ -124,12 +124,14 @@ class SeriesClaimsTest(parameterized.TestCase):
         min_jaxlib, max_jaxlib) for name in patch.claims]
     self.assertEqual(len(claimed), len(set(claimed)))
     self.assertEmpty(set(claimed) & series_patches.NOT_YET_IN_SERIES)
+    self.assertEmpty(set(claimed) & series_patches.IN_DEPRECATION)
     reported = {case for report in series_reports.REPORTS
                 for case in report.cases}
     self.assertEmpty(set(claimed) & reported)
 
   def test_cases_left_to_jaxlib_are_conformance_cases(self) -> None:
     self.assertEmpty(set(series_patches.NEEDS_JAXLIB) - _CASE_NAMES)
+    self.assertEmpty(series_patches.IN_DEPRECATION - _CASE_NAMES)
     for report in series_reports.REPORTS:
       with self.subTest(report.slug):
         self.assertEmpty(set(report.cases) - _CASE_NAMES)
@@ -716,7 +718,7 @@ class InstalledJaxSeriesTest(absltest.TestCase):
       # Only exception-classes went before it.
       raising = rest.index(next(patch for patch in rest
                                 if patch.behaviour ==
-                                "raise-under-transformations"))
+                                "deprecate-under-transformations"))
       self.assertEqual(series.dependency_numbers(merged)[
           series.pull_request_number(rest[raising])], [])
       out = pathlib.Path(scratch) / "out"

@@ -24,6 +24,7 @@ import dataclasses
 
 DLPACK = "jax/_src/dlpack.py"
 ARRAY = "jax/_src/array.py"
+DEPRECATIONS = "jax/_src/deprecations.py"
 INTEROP_TEST = "tests/array_interoperability_test.py"
 
 # Where a patch's tests go: the end of JAX's DLPackTest class, or before one

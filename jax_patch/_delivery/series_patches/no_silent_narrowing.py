@@ -61,8 +61,10 @@ copy=False) returns an int32 array that does not share the source's memory.
     narrowed = dtypes.canonicalize_dtype(dtype) != np.dtype(dtype)
     if copy is not None and not copy and (jax.default_backend() != "cpu"
                                           or not aligned or narrowed):"""),
-        base.Edit(base.INTEROP_TEST, "from jax._src import config\n",
-                  "from jax._src import config\nfrom jax._src import dtypes\n"),
+        base.Edit(base.INTEROP_TEST,
+                  "from jax._src import dlpack as dlpack_src\n",
+                  "from jax._src import dlpack as dlpack_src\n"
+                  "from jax._src import dtypes\n"),
     ) + base.test_methods(before=base.BEFORE_NUMPY_TO_JAX, source="""\
   @jtu.run_on_devices("cpu")
   def testCopyFalseDoesNotNarrow(self):

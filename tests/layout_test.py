@@ -88,7 +88,9 @@ class PullRequestModulesTest(absltest.TestCase):
     for name, module in self._pull_request_modules().items():
       with self.subTest(name):
         section, item = getattr(module, "CHANGELOG")
-        self.assertIn(section, ("Changes", "Bug fixes", "New features"))
+        # JAX's CHANGELOG.md sections.
+        self.assertIn(section, ("Changes", "Bug fixes", "New features",
+                                "Deprecations", "Breaking changes"))
         self.assertTrue(item.strip())
         for form in getattr(module, "FORMS"):
           self.assertIn(" ".join(item.split()[:6]),

@@ -18,13 +18,15 @@ each test collects alone.
 The memory-safety tests are those that read or release DLPack structures:
 the capsule module, its fuzz, and the reliability and lifetime tests.
 tools/hostile_allocator.sh runs them (``-m memory_safety``) under an
-allocator that poisons freed memory, which the
-version matrix's x64-off pass leaves them to (``-m "not memory_safety"``).
-The x64-independent modules are those whose outcome the mode cannot
-change; the matrix's x64-on pass leaves them out.
-The leak loops are not among them: their bounds are the default
-allocator's (under PYTHONMALLOC=malloc the traced heap settles tens of KB
-higher, not per call), and they find leaks, not reads after free.
+allocator that poisons freed memory, which the version matrix's x64-off
+pass leaves them to (``-m "not memory_safety"``). The leak loops are not
+among them: their bounds are the default allocator's (under
+PYTHONMALLOC=malloc the traced heap settles tens of KB higher, not per
+call), and they find leaks, not reads after free.
+
+The x64-independent modules are those whose outcome the mode cannot change
+(tests/x64_independence_test.py proves it of each); the matrix's x64-on
+pass leaves them out (``-m "not x64_independent"``).
 
 The tests that check when a deleter runs call ``gc.collect()`` after each
 round, hundreds of times a test. With NumPy, JAX, torch and hypothesis

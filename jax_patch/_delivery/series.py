@@ -335,8 +335,11 @@ def write_series(target: Target, out: pathlib.Path,
   target by itself. Beside it go ``NNNN-name.description.md``, the pull
   request's description (naming, by title, the pull requests it goes on
   after), and ``NNNN-name.changelog.md``, its entry for JAX's CHANGELOG.md;
-  ``queue.json`` lists them in order, each with its dependencies' files. ``out/stack/`` holds the same commits made one on another,
-  in order: what the target becomes as they merge (:func:`stack_files`).
+  ``queue.json`` lists them in order, each with its dependencies' files.
+  ``out/stack/`` holds the same commits made one on another, in order: what
+  the target becomes as they merge (:func:`stack_files`). The jaxlib
+  defects reported upstream that affect the target's jaxlib range go beside
+  them as ``NNNN-slug.issue.md``, each with its reproducer.
 
   Args:
     target: the JAX tree.

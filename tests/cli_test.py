@@ -294,13 +294,18 @@ class NumberingTest(_ScratchTest):
       with (target.root / edit.path).open("a") as merged_file:
         merged_file.write(edit.new)
     merged = series.read_target(target.root)
-    self.assertEqual(series.left_out(merged),
-                     [(1, first.subject, "already in the target")])
+    left = series.left_out(merged)
+    self.assertEqual(left[0], (1, first.subject, "already in the target"))
+    # Main's every jaxlib has the non-row-major defect: the report instead.
+    self.assertEqual([(number, why.split(":")[0]) for number, _, why in left[1:]],
+                     [(15, "every jaxlib of its range has the defect")])
     numbers = series.dependency_numbers(merged)
-    self.assertEqual(sorted(numbers), list(range(2, 16)))
+    self.assertEqual(sorted(numbers), [*range(2, 15), 16, 17])
     # 0004 raised 0001's class: now on main, it needs nothing.
     self.assertEqual(numbers[4], [])
-    self.assertEqual(numbers[15], [])
+    # 0006 called 0002's check, which is not merged: it still needs it.
+    self.assertEqual(numbers[6], [2])
+    self.assertEqual(numbers[17], [])
 
 
 def _installed_is_a_target() -> bool:

@@ -40,6 +40,10 @@ _REPORTS = {report.slug: report for report in series_reports.REPORTS}
 _BY_SLUG = [(slug, slug) for slug in _REPORTS]
 _COPY_FALSE = series_reports.COPY_FALSE_IGNORES_IS_COPIED
 _NULL_DELETER = series_reports.NULL_DELETER_ABORTS
+_COPY_TRUE = series_reports.COPY_TRUE_ALIASES
+_NON_COMPACT = series_reports.NON_COMPACT_STRIDES_UNIMPLEMENTED
+_UNALIGNED = series_reports.UNALIGNED_IMPORT_UNFINISHED
+_NON_ROW_MAJOR = series_reports.NON_ROW_MAJOR_MOVED_WRONGLY
 
 
 def _installed_jaxlib() -> tuple[int, ...]:
@@ -141,16 +145,33 @@ class RangeTest(parameterized.TestCase):
       ("null_deleter_0_12_0_1", _NULL_DELETER, (0, 12, 0, 1), True),
       ("null_deleter_0_11_2", _NULL_DELETER, (0, 11, 2), True),
       ("null_deleter_0_4_35", _NULL_DELETER, (0, 4, 35), True),
-      ("null_deleter_0_4_34", _NULL_DELETER, (0, 4, 34), False))
+      ("null_deleter_0_4_34", _NULL_DELETER, (0, 4, 34), False),
+      ("copy_true_0_12_0_1", _COPY_TRUE, (0, 12, 0, 1), True),
+      ("copy_true_0_8_1", _COPY_TRUE, (0, 8, 1), True),
+      ("copy_true_0_8_0", _COPY_TRUE, (0, 8, 0), False),
+      ("copy_true_0_4_35", _COPY_TRUE, (0, 4, 35), False),
+      ("non_compact_0_12_0_1", _NON_COMPACT, (0, 12, 0, 1), True),
+      ("non_compact_0_4_35", _NON_COMPACT, (0, 4, 35), True),
+      ("unaligned_0_4_35", _UNALIGNED, (0, 4, 35), True),
+      ("unaligned_0_11_1", _UNALIGNED, (0, 11, 1), True),
+      ("unaligned_0_11_2", _UNALIGNED, (0, 11, 2), False),
+      ("non_row_major_0_4_35", _NON_ROW_MAJOR, (0, 4, 35), False),
+      ("non_row_major_0_8_0", _NON_ROW_MAJOR, (0, 8, 0), True),
+      ("non_row_major_0_11_1", _NON_ROW_MAJOR, (0, 11, 1), True),
+      ("non_row_major_0_11_2", _NON_ROW_MAJOR, (0, 11, 2), False))
   def test_affects(self, report: series_reports.JaxlibReport,
                    version: tuple[int, ...], expected: bool) -> None:
     self.assertEqual(series_reports.affects(report, version), expected)
 
   @parameterized.named_parameters(
-      ("jax_main", (0, 11, 0), (0, 11, 1), (_NULL_DELETER,)),
-      ("jax_0_12_0_1", (0, 11, 2), (0, 12, 0), (_COPY_FALSE, _NULL_DELETER)),
+      ("jax_main", (0, 11, 0), (0, 11, 1),
+       (_NULL_DELETER, _COPY_TRUE, _NON_COMPACT, _UNALIGNED, _NON_ROW_MAJOR)),
+      ("jax_0_12_0_1", (0, 11, 2), (0, 12, 0),
+       (_COPY_FALSE, _NULL_DELETER, _COPY_TRUE, _NON_COMPACT)),
       ("jaxlib_0_12_on", (0, 12, 0), (0, 13, 0),
-       (_COPY_FALSE, _NULL_DELETER)),
+       (_COPY_FALSE, _NULL_DELETER, _COPY_TRUE, _NON_COMPACT)),
+      ("jax_0_4_35", (0, 4, 35), (0, 4, 35),
+       (_NULL_DELETER, _NON_COMPACT, _UNALIGNED)),
       ("before_any", (0, 4, 0), (0, 4, 30), ()))
   def test_for_range(self, min_jaxlib: tuple[int, ...],
                      max_jaxlib: tuple[int, ...],
@@ -213,7 +234,7 @@ class ReportTest(parameterized.TestCase):
       elif isinstance(node, ast.ImportFrom):
         imported.add((node.module or "").split(".")[0])
     self.assertContainsSubset(imported,
-                              {"ctypes", "gc", "jax", "numpy", "sys"})
+                              {"ctypes", "gc", "jax", "numpy", "os", "sys"})
     self.assertNotIn("jax_patch", reproducer)
     for line in reproducer.splitlines():
       self.assertLessEqual(len(line), 80, line)

@@ -469,28 +469,41 @@ def _series_command(args: argparse.Namespace) -> int:
                             interop_test=args.interop_test,
                             gates=not args.runtime_only)
     if not args.stack_only:
-      conflicts = series.merge_conflicts(target)
+      queue = series.merge_queue(target)
+      conflicts = queue.conflicts
+      for subject, files in queue.rebased.items():
+        print(f"merge queue: rebased, as its merge conflicted in "
+              f"{', '.join(files)}: {subject}")
       for subject, files in conflicts.items():
         print(f"merge queue: FAILED: {subject} conflicts in "
               f"{', '.join(files)}")
       if not conflicts:
         print(f"merge queue: ok: the {len(patches)} pull requests merge in "
-              "order without conflicts, into the stack's tree")
+              "order, the later rebased where a merge conflicts, into the "
+              "stack's tree")
       alone = series.check_alone(target, patches, python=args.python,
                                  interop_test=args.interop_test,
                                  speed=args.speed, quiet=stacked.result)
       _print_steps("pull request", alone, series.dependency_numbers(target))
     results = stacked.result()
   _print_steps("stack step", results, {})
+  # With --speed, the whole stack against the base: one check more.
+  speed_checks, stack_slow = 0, False
+  if args.speed and not args.stack_only:
+    whole = series.stack_speed(target, python=args.python)
+    _print_stack_speed(whole)
+    speed_checks, stack_slow = 1, bool(whole.slow)
   reports = series.check_reports(target, python=args.python)
   _print_reports(reports)
   queue_checks = 0 if args.stack_only else 1
   failed = (sum(not step.ok for step in alone + results) + bool(conflicts)
             + queue_checks * len(patches) - len(alone)
             + len(stack) - len(results)
-            + sum(not report.ok for report in reports))
-  print(f"{queue_checks + len(alone) + len(results) + len(reports) - failed}"
-        f" passed, {failed} failed")
+            + sum(not report.ok for report in reports)
+            + stack_slow)
+  checks = (queue_checks + speed_checks + len(alone) + len(results)
+            + len(reports))
+  print(f"{checks - failed} passed, {failed} failed")
   return 1 if failed else 0
 
 
@@ -519,6 +532,18 @@ def _print_reports(reports: list[Any]) -> None:
     print(f"report {report.number:04d}: {verdict}: {said}: {report.title}")
     if report.problem:
       print(textwrap.indent(report.detail, "    "))
+
+
+def _print_stack_speed(whole: Any) -> None:
+  """The whole stack's times against its base's, and the targets."""
+  from jax_patch._delivery import series  # pylint: disable=g-import-not-at-top
+  readings = ", ".join(
+      f"{name} {whole.speed['base ' + name]:.1f} -> {whole.speed[name]:.1f} "
+      f"us ({whole.ratio(name):.2f}x, target {target}x)"
+      for name, target in series.STACK_SPEED_TARGETS.items())
+  verdict = f"FAILED ({whole.slow})" if whole.slow else "ok"
+  print(f"stack speed: {verdict}: every pull request against the base: "
+        f"{readings}")
 
 
 def _print_steps(kind: str, results: list[Any],
@@ -607,13 +632,15 @@ Writes the fix as a queue of single-commit pull requests for JAX itself
 (a JAX tree whose minimum jaxlib is 0.11 or later), one behaviour each, to
 send one at a time in their order: DIR/NNNN-*.patch (git format-patch),
 each cut against JAX_SRC plus the pull requests it declares it needs and
-nothing else, with its description (NNNN-*.description.md) and CHANGELOG
-entry (NNNN-*.changelog.md) beside it; DIR/stack/ holds the same commits
+nothing else, adding its entry to JAX's CHANGELOG.md (a stand-in where
+JAX_SRC has none, as a release's sdist), with its description
+(NNNN-*.description.md) beside it; DIR/stack/ holds the same commits
 made one on another, what JAX_SRC becomes as they all merge. A pull
 request keeps its number on every target: one the target already holds,
 or whose jaxlib range does not need it, is reported as left out. With
 --check, it then checks the merge queue (each pull request's branch
-merged in order into JAX_SRC, cleanly, giving the stack's tree), each pull
+merged in order into JAX_SRC, the later of two rebased where they
+conflict only in CHANGELOG.md, giving the stack's tree), each pull
 request alone (on a copy of JAX_SRC after its dependencies' commits only:
 it applies, JAX imports, its cases pass, the type check and JAX's
 pre-commit gates pass; with --speed, timed), and the stack, step by step.

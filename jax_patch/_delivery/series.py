@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 from typing import Any
+from xml.etree import ElementTree
 
 from jax_patch._delivery import series_patches
 from jax_patch._delivery import series_reports
@@ -60,7 +61,8 @@ _MIN_JAXLIB = re.compile(
     r"^_minimum_jaxlib_version\s*=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
 _VERSION = re.compile(r"^_version\s*=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
 # The files a patch may touch, and what a scratch copy of the target needs.
-_TREE_FILES = ("jax", "pyproject.toml", series_patches.INTEROP_TEST)
+_TREE_FILES = ("jax", "pyproject.toml", series_patches.INTEROP_TEST,
+               series_patches.CHANGELOG)
 
 
 class SeriesError(Exception):
@@ -75,6 +77,9 @@ class Target:
   # The newest jaxlib it accepts: JAX refuses a jaxlib newer than itself.
   max_jaxlib: tuple[int, ...]
   has_interop_test: bool
+  # A JAX release's source distribution carries no CHANGELOG.md: the pull
+  # requests' entries then go against a stand-in (:func:`_scratch_repo`).
+  has_changelog: bool
 
 
 @dataclasses.dataclass
@@ -97,6 +102,10 @@ class StepResult:
       default_factory=dict)
   interop_test: str = ""  # pytest's summary line, if it ran
   interop_passed: bool | None = None  # None: not run
+  # Alone, with the DLPack test: the pull request's new or changed JAX tests
+  # that do not fail on the tree it is cut on, with what they did there
+  # (each must fail before the change, to show it).
+  tests_pass_before: dict[str, str] = dataclasses.field(default_factory=dict)
   # JAX's pre-commit gates that fail, by gate: the hooks on the touched
   # files, ruff on them, and pyrefly's new errors over the whole tree.
   lint: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -115,7 +124,8 @@ class StepResult:
             and (self.type_check == "ok" or not self.gated)
             and not self.failed_claims and not self.failed_probes
             and not self.failed_after_series and not self.lint
-            and self.interop_passed is not False and not self.slow)
+            and self.interop_passed is not False and not self.slow
+            and not self.tests_pass_before)
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -145,7 +155,8 @@ def read_target(root: pathlib.Path) -> Target:
         "vendor the patch there instead (jax-patch vendor).")
   return Target(root, version.group(1), min_jaxlib,
                 _version_tuple(version.group(1)),
-                (root / series_patches.INTEROP_TEST).is_file())
+                (root / series_patches.INTEROP_TEST).is_file(),
+                (root / series_patches.CHANGELOG).is_file())
 
 
 def patches_for(target: Target) -> tuple[series_patches.SeriesPatch, ...]:
@@ -200,15 +211,23 @@ def pull_request_number(patch: series_patches.SeriesPatch) -> int:
 def left_out(target: Target) -> list[tuple[int, str, str]]:
   """The pull requests ``target`` does not get, as ``(number, subject,
   why)``, in queue order: those it holds already (:func:`merged_in`), and
-  those no form of which its jaxlib range needs."""
+  those no form of which its jaxlib range gets: not needed there, or a
+  jaxlib workaround whose defect every jaxlib of the range has, which gets
+  the defect's report instead (``SeriesPatch.stands_in_for``)."""
   needed = _needed(target)
   found = {pull_request_number(patch): (patch.subject, "already in the target")
            for patch in needed if _is_merged(patch, target)}
   behaviours = {patch.behaviour for patch in needed}
+  reported = {report.slug: report for report in reports_for(target)}
   for patch in series_patches.SERIES:  # A behaviour's first form names it.
-    if patch.behaviour not in behaviours:
-      found.setdefault(pull_request_number(patch),
-                       (patch.subject, "not needed for its jaxlib range"))
+    if patch.behaviour in behaviours:
+      continue
+    why = "not needed for its jaxlib range"
+    if patch.stands_in_for in reported:
+      report = reported[patch.stands_in_for]
+      why = (f"every jaxlib of its range has the defect: report "
+             f"{report_number(report):04d} ({report.slug}) instead")
+    found.setdefault(pull_request_number(patch), (patch.subject, why))
   return [(number, *found[number]) for number in sorted(found)]
 
 
@@ -269,8 +288,29 @@ def _git(repo: pathlib.Path, *args: str,
   return done.stdout
 
 
+def changelog_stand_in(target: Target) -> str:
+  """What a target without CHANGELOG.md gets in its place: JAX's headings
+  for the unreleased changes and the target's release, empty, so that the
+  pull requests' entries and their conflicts in a merge queue are made and
+  checked as on JAX's own file."""
+  return f"""\
+# Change log
+
+<!--
+A stand-in made by jax-patch: the source distribution of JAX
+{target.jax_version} carries no CHANGELOG.md. Write the series against a
+git checkout of JAX to send it: its entries then go into JAX's own file.
+-->
+
+## Unreleased
+
+## JAX {target.jax_version}
+"""
+
+
 def _scratch_repo(target: Target, scratch: pathlib.Path) -> pathlib.Path:
-  """A git repository holding a copy of the target's files, committed."""
+  """A git repository holding a copy of the target's files, committed, with
+  a stand-in CHANGELOG.md where the target has none."""
   repo = scratch / "tree"
   repo.mkdir()
   for name in _TREE_FILES:
@@ -281,6 +321,8 @@ def _scratch_repo(target: Target, scratch: pathlib.Path) -> pathlib.Path:
     elif source.is_file():
       (repo / name).parent.mkdir(parents=True, exist_ok=True)
       shutil.copy2(source, repo / name)
+  if not target.has_changelog:
+    (repo / series_patches.CHANGELOG).write_text(changelog_stand_in(target))
   _git(repo, "init", "-q")
   _git(repo, "add", "-A")
   _git(repo, "commit", "-q", "-m", f"JAX {target.jax_version}")
@@ -334,8 +376,10 @@ def write_series(target: Target, out: pathlib.Path,
   (``series_patches.with_dependencies``): one that needs none applies to the
   target by itself. Beside it go ``NNNN-name.description.md``, the pull
   request's description (naming, by title, the pull requests it goes on
-  after), and ``NNNN-name.changelog.md``, its entry for JAX's CHANGELOG.md;
-  ``queue.json`` lists them in order, each with its dependencies' files.
+  after); ``queue.json`` lists them in order, each with its dependencies'
+  files. Each commit adds its entry to JAX's CHANGELOG.md, under
+  Unreleased (to a stand-in where the target has no CHANGELOG.md:
+  :func:`changelog_stand_in`).
   ``out/stack/`` holds the same commits made one on another, in order: what
   the target becomes as they merge (:func:`stack_files`). The jaxlib
   defects reported upstream that affect the target's jaxlib range go beside
@@ -387,8 +431,6 @@ def write_series(target: Target, out: pathlib.Path,
     queue.append({"patch": patch_file.name, "title": patch.subject,
                   "depends_on": [file_names[each.behaviour]
                                  for each in dependencies]})
-    (out / f"{stem}.changelog.md").write_text(
-        series_patches.changelog(patch))
   (out / QUEUE).write_text(json.dumps(queue, indent=2) + "\n")
   for report in reports_for(target):
     stem = f"{report_number(report):04d}-{report.slug}"
@@ -464,6 +506,9 @@ def _commit(repo: pathlib.Path, patches: tuple[series_patches.SeriesPatch, ...],
             target: Target, author: tuple[str, str]) -> None:
   for patch in patches:
     _apply(patch, repo, target.has_interop_test)
+    changelog = repo / series_patches.CHANGELOG
+    changelog.write_text(series_patches.with_changelog_entry(
+        changelog.read_text(), patch))
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", f"{patch.subject}\n\n{patch.body}",
          who=author)
@@ -549,35 +594,47 @@ def check_series(target: Target, patches: list[pathlib.Path],
   return results
 
 
-def merge_conflicts(target: Target) -> dict[str, list[str]]:
+@dataclasses.dataclass
+class MergeQueue:
+  """How the pull requests merged in order (:func:`merge_queue`)."""
+  # The conflicting files, by the subject of the pull request whose merge
+  # conflicts (or "the stack", if the merged queue differs from its tree).
+  conflicts: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+  # The pull requests whose merge conflicted, and which merged once rebased
+  # (their own commit picked onto the queue, a CHANGELOG.md entry added
+  # after those merged before it), with the files their merge conflicted
+  # in: as a maintainer asks of the later of two pull requests.
+  rebased: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+
+def merge_queue(target: Target) -> MergeQueue:
   """Merges the pull requests in order, as maintainers would take them.
 
-  Each pull request's branch holds the branches of its declared
-  dependencies (a stacked pull request) and its own commit; they merge one
-  by one into a copy of the target. The result must equal the stack's.
-
-  Returns:
-    The conflicting files, by the subject of the pull request whose merge
-    conflicts (or ``"the stack"``, if the merged queue differs from it);
-    empty when every merge is clean.
+  Each pull request's branch holds the branches of its dependencies (a
+  stacked pull request) and its own commit; they merge one by one into a
+  copy of the target. Pull requests that each add a CHANGELOG.md entry in
+  the same place conflict there, and one cut on a dependency that was
+  rebased conflicts with it: the later one is rebased onto the queue and
+  merges. What still conflicts once rebased is a conflict. The result must
+  equal the stack's.
   """
   patches = patches_for(target)
-  conflicts: dict[str, list[str]] = {}
+  queue = MergeQueue()
   with tempfile.TemporaryDirectory() as scratch:
     repo = _scratch_repo(target, pathlib.Path(scratch))
     base = _git(repo, "rev-parse", "HEAD").strip()
     branches: dict[str, str] = {}
-    in_series = {patch.behaviour for patch in patches}
     for patch in patches:
       _git(repo, "checkout", "-q", "--detach", base)
-      failed = []
-      for dependency in patch.depends_on:
-        if dependency in branches:
-          failed = _merge(repo, branches[dependency])
-        elif dependency in in_series:  # Its own branch could not be made.
-          failed = [f"(no branch for {dependency})"]
+      chain = series_patches.with_dependencies(patch, patches)
+      for dependency in chain[:-1]:
+        if dependency.behaviour not in branches:  # Its branch failed.
+          queue.conflicts[f"{patch.subject} (its dependencies)"] = [
+              f"(no branch for {dependency.behaviour})"]
+          break
+        failed, _ = _take(repo, branches[dependency.behaviour], dependency)
         if failed:
-          conflicts[f"{patch.subject} (its dependencies)"] = failed
+          queue.conflicts[f"{patch.subject} (its dependencies)"] = failed
           break
       else:
         _commit(repo, (patch,), target, _SCRATCH_COMMITTER)
@@ -587,15 +644,66 @@ def merge_conflicts(target: Target) -> dict[str, list[str]]:
     stack = _git(repo, "rev-parse", "HEAD").strip()
     _git(repo, "checkout", "-q", "--detach", base)
     for patch in patches:
-      if patch.behaviour in branches:
-        failed = _merge(repo, branches[patch.behaviour])
-        if failed:
-          conflicts[patch.subject] = failed
-    if not conflicts:
+      if patch.behaviour not in branches:
+        continue
+      failed, rebased = _take(repo, branches[patch.behaviour], patch)
+      if failed:
+        queue.conflicts[patch.subject] = failed
+      elif rebased:
+        queue.rebased[patch.subject] = rebased
+    if not queue.conflicts:
       differing = _git(repo, "diff", "--name-only", "HEAD", stack).split()
       if differing:
-        conflicts["the stack"] = differing
-  return conflicts
+        queue.conflicts["the stack"] = differing
+  return queue
+
+
+def _take(repo: pathlib.Path, branch: str,
+          patch: series_patches.SeriesPatch) -> tuple[list[str], list[str]]:
+  """Merges ``branch`` into HEAD, or where that conflicts (or leaves
+  CHANGELOG.md other than ``patch``'s entry added to HEAD's), rebases its
+  own commit onto HEAD (:func:`_rebase_onto_head`).
+
+  Returns:
+    The files that still conflict (nothing is merged where there are
+    some), and those the merge conflicted in where the rebase took it.
+  """
+  head = _git(repo, "rev-parse", "HEAD").strip()
+  changelog = _git(repo, "show", f"HEAD:{series_patches.CHANGELOG}")
+  conflicting = _merge(repo, branch)
+  if not conflicting:
+    merged = (repo / series_patches.CHANGELOG).read_text()
+    if merged == series_patches.with_changelog_entry(changelog, patch):
+      return [], []
+    # A clean merge can still garble it: two pull requests that each made
+    # the same section leave it twice.
+    _git(repo, "reset", "-q", "--hard", head)
+    conflicting = [series_patches.CHANGELOG]
+  failed = _rebase_onto_head(repo, branch, patch)
+  return failed, [] if failed else conflicting
+
+
+def _rebase_onto_head(repo: pathlib.Path, branch: str,
+                      patch: series_patches.SeriesPatch) -> list[str]:
+  """Picks ``branch``'s own commit onto HEAD, adding ``patch``'s CHANGELOG.md
+  entry to HEAD's: the files that conflict besides, picking nothing where
+  there are some."""
+  picked = subprocess.run(
+      ["git", "-C", str(repo), "cherry-pick", "--no-commit", branch],
+      env=_git_env(_SCRATCH_COMMITTER), text=True, capture_output=True,
+      check=False)
+  conflicting = _git(repo, "diff", "--name-only", "--diff-filter=U").split()
+  others = [path for path in conflicting
+            if path != series_patches.CHANGELOG]
+  if others or (picked.returncode and not conflicting):
+    _git(repo, "reset", "-q", "--hard", "HEAD")
+    return others or [picked.stderr.strip()]
+  changelog = repo / series_patches.CHANGELOG
+  changelog.write_text(series_patches.with_changelog_entry(
+      _git(repo, "show", f"HEAD:{series_patches.CHANGELOG}"), patch))
+  _git(repo, "add", series_patches.CHANGELOG)
+  _git(repo, "commit", "-q", "--no-edit", "-C", branch)
+  return []
 
 
 def _apply_and_check(step: StepResult, repo: pathlib.Path, python: str,
@@ -779,6 +887,56 @@ def _too_slow(patch: series_patches.SeriesPatch,
       if ratio > SPEED_TOLERANCE)
 
 
+# What the whole stack may take against its base, as a fraction of the
+# base's time: the import of a small writable NumPy array, and the export
+# of a small JAX array to NumPy. The export target allows this machine's
+# noise (whole processes of the same code run up to about 13% apart; the
+# fastest of 5 rounds, measured twice where over, comes within 5%).
+STACK_SPEED_TARGETS = {"import": 0.35, "export": 1.0}
+STACK_SPEED_NOISE = 1.05
+
+
+@dataclasses.dataclass(frozen=True)
+class StackSpeed:
+  """The whole stack timed against its base (:func:`stack_speed`)."""
+  # "import", "export", "base import", "base export": microseconds.
+  speed: dict[str, float]
+  slow: str  # Which target it misses, or "".
+
+  def ratio(self, name: str) -> float:
+    return self.speed[name] / self.speed["base " + name]
+
+
+def stack_speed(target: Target, python: str = sys.executable) -> StackSpeed:
+  """Times the target with every pull request merged against the target
+  alone, back to back (:func:`_time_trees`), and checks the stack against
+  :data:`STACK_SPEED_TARGETS`; a reading over a target is measured again,
+  and each tree keeps its fastest."""
+  with tempfile.TemporaryDirectory() as scratch:
+    repo = _scratch_repo(target, pathlib.Path(scratch))
+    base = pathlib.Path(scratch) / "base"
+    _git(repo, "worktree", "add", "-q", "--detach", str(base), "HEAD")
+    _commit(repo, patches_for(target), target, _SCRATCH_COMMITTER)
+    speed = _speed(base, repo, python)
+    slow = _stack_too_slow(speed)
+    if slow:
+      again = _speed(base, repo, python)
+      speed = {name: min(value, again[name]) for name, value in speed.items()}
+      slow = _stack_too_slow(speed)
+  return StackSpeed(speed, slow)
+
+
+def _stack_too_slow(speed: dict[str, float]) -> str:
+  missed = []
+  for name, target in STACK_SPEED_TARGETS.items():
+    ratio = speed[name] / speed["base " + name]
+    allowed = target * (STACK_SPEED_NOISE if target >= 1 else 1)
+    if ratio > allowed:
+      missed.append(f"{name} takes {ratio:.2f}x the base's time; the target "
+                    f"is {target}x")
+  return "; ".join(missed)
+
+
 def check_alone(target: Target, pull_requests: list[pathlib.Path],
                 python: str = sys.executable,
                 interop_test: bool = False,
@@ -822,6 +980,10 @@ def check_alone(target: Target, pull_requests: list[pathlib.Path],
       # each of theirs merges first (their own files may not stack).
       _commit(repo, chain[:-1], target, _SCRATCH_COMMITTER)
       cut_on = _git(repo, "rev-parse", "HEAD").strip()
+      if interop_test and target.has_interop_test:
+        step.tests_pass_before = _tests_pass_before(repo, python, patch)
+        _git(repo, "reset", "-q", "--hard", cut_on)
+        _git(repo, "clean", "-q", "-fdx")
       if not _apply_and_check(step, repo, python, checker, patch, patch_file,
                               base_errors):
         continue
@@ -1119,6 +1281,31 @@ def _cases(repo: pathlib.Path, python: str, names: list[str],
     return imports, {_CASES_DID_NOT_RUN: done.stderr.strip()[-1000:]}
   failed: dict[str, str] = json.loads(lines[-1])
   return imports, failed
+
+
+def _tests_pass_before(repo: pathlib.Path, python: str,
+                       patch: series_patches.SeriesPatch) -> dict[str, str]:
+  """Runs ``patch``'s new and changed JAX tests on ``repo`` without its
+  change: those that do not fail there (they show nothing), with what
+  they did. Leaves the tests in ``repo``'s work tree."""
+  names = series_patches.added_tests(patch)
+  if not names:
+    return {}
+  _apply(dataclasses.replace(patch, edits=()), repo, with_tests=True)
+  report = repo / "new-tests.xml"
+  _run(repo, python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+       f"--junitxml={report}", "-k", " or ".join(names),
+       series_patches.INTEROP_TEST)
+  outcomes: dict[str, set[str]] = {name: set() for name in names}
+  if report.is_file():
+    for case in ElementTree.parse(report).iter("testcase"):
+      found = {child.tag for child in case} & {"failure", "error", "skipped"}
+      for name in names:
+        if re.match(rf"{name}(?![A-Za-z])", case.get("name", "")):
+          outcomes[name].add(found.pop() if found else "passed")
+  return {name: (", ".join(sorted(seen)) or "not collected")
+          for name, seen in outcomes.items()
+          if not seen & {"failure", "error"}}
 
 
 def _interop_test(repo: pathlib.Path, python: str) -> tuple[bool, str]:

@@ -45,8 +45,10 @@ import textwrap
 from jax_patch._delivery import series_reports
 from jax_patch._delivery.series_patches import base
 from jax_patch._delivery.series_patches import basearray_stub
+from jax_patch._delivery.series_patches import copy_argument
 from jax_patch._delivery.series_patches import copy_true_copies
 from jax_patch._delivery.series_patches import cpu_device_id
+from jax_patch._delivery.series_patches import device_argument
 from jax_patch._delivery.series_patches import exception_classes
 from jax_patch._delivery.series_patches import export_legacy_copy
 from jax_patch._delivery.series_patches import export_missing_platform
@@ -66,6 +68,7 @@ Edit = base.Edit
 SeriesPatch = base.SeriesPatch
 DLPACK = base.DLPACK
 INTEROP_TEST = base.INTEROP_TEST
+CHANGELOG = base.CHANGELOG
 
 
 def for_target(min_jaxlib: tuple[int, ...], max_jaxlib: tuple[int, ...]
@@ -100,6 +103,8 @@ def with_dependencies(
 # stack's order.
 _PULL_REQUESTS = (
     exception_classes,
+    copy_argument,
+    device_argument,
     no_silent_narrowing,
     copy_true_copies,
     no_tracing,
@@ -185,24 +190,94 @@ CHANGELOG_ENTRIES: dict[str, tuple[str, str]] = {
     form.slug: pull_request.CHANGELOG
     for pull_request in _PULL_REQUESTS for form in pull_request.FORMS}
 
+# The sections of a release in JAX's CHANGELOG.md, in the order JAX writes
+# them.
+CHANGELOG_SECTIONS = ("New features", "Breaking changes", "Changes",
+                      "Deprecations", "Bug fixes")
+UNRELEASED = "## Unreleased"
+
+
+def _item(patch: base.SeriesPatch) -> list[str]:
+  """The patch's changelog item, as lines."""
+  _, item = CHANGELOG_ENTRIES[patch.slug]
+  # JAX aligns an item's lines with its first, within 80 columns.
+  return textwrap.wrap(" ".join(item.split()), width=80,
+                       initial_indent="  * ", subsequent_indent="    ",
+                       break_long_words=False, break_on_hyphens=False)
+
 
 def changelog(patch: base.SeriesPatch) -> str:
   """The patch's entry for JAX's CHANGELOG.md, as it goes under Unreleased."""
-  section, item = CHANGELOG_ENTRIES[patch.slug]
-  # JAX aligns an item's lines with its first, within 80 columns.
-  lines = textwrap.fill(" ".join(item.split()), width=80,
-                        initial_indent="  * ", subsequent_indent="    ",
-                        break_long_words=False, break_on_hyphens=False)
-  return f"## Unreleased\n\n* {section}\n{lines}\n"
+  section, _ = CHANGELOG_ENTRIES[patch.slug]
+  return f"{UNRELEASED}\n\n* {section}\n" + "\n".join(_item(patch)) + "\n"
+
+
+def _section_name(line: str) -> str | None:
+  """The section a top-level item of a release names ("* Bug fixes:"), if
+  ``line`` is one."""
+  match = re.fullmatch(r"\* ([A-Z][A-Za-z ]*?):?\s*", line)
+  return match.group(1).capitalize() if match else None
+
+
+def with_changelog_entry(text: str, patch: base.SeriesPatch) -> str:
+  """JAX's CHANGELOG.md (``text``) with the patch's entry added.
+
+  The item goes last in its section of the Unreleased release, as a
+  maintainer adds one: the section is made, in JAX's order of sections,
+  where the release lacks it, and the release where the file lacks it
+  (above the newest release). A file that holds the item already is
+  returned as it is.
+  """
+  item = _item(patch)
+  if "\n".join(item) in text:
+    return text
+  lines = text.split("\n")
+  if UNRELEASED not in lines:
+    first = next((i for i, line in enumerate(lines) if line.startswith("## ")),
+                 len(lines))
+    lines[first:first] = [UNRELEASED, ""]
+  start = lines.index(UNRELEASED) + 1
+  end = next((i for i in range(start, len(lines))
+              if lines[i].startswith("## ")), len(lines))
+  section, _ = CHANGELOG_ENTRIES[patch.slug]
+  heads = {_section_name(lines[i]): i for i in range(start, end)
+           if _section_name(lines[i])}
+  if section.capitalize() in heads:
+    # After the section's last item: up to the next section, less blanks.
+    at = next((i for i in range(heads[section.capitalize()] + 1, end)
+               if _section_name(lines[i])), end)
+    while not lines[at - 1].strip():
+      at -= 1
+    lines[at:at] = item
+    return "\n".join(lines)
+  rank = CHANGELOG_SECTIONS.index(section)
+  later = [i for name, i in heads.items()
+           if name in CHANGELOG_SECTIONS
+           and CHANGELOG_SECTIONS.index(name) > rank]
+  if later:
+    at = min(later)
+  else:  # Last: after the release's last line that is not blank.
+    at = end
+    while at > start and not lines[at - 1].strip():
+      at -= 1
+    lines[at:at] = [""]
+    at += 1
+  lines[at:at] = [f"* {section}", *item, ""]
+  # One blank line, not two, before the next release's heading.
+  return re.sub(r"\n{3,}(?=## )", "\n\n", "\n".join(lines))
 
 
 def added_tests(patch: base.SeriesPatch) -> list[str]:
   """The JAX test methods the patch adds or changes, by name."""
   names: set[str] = set()
+  defined = re.compile(r"^  def (test\w+)\(", re.MULTILINE)
   for edit in patch.test_edits:
-    names.update(re.findall(r"^  def (test\w+)\(", edit.new, re.MULTILINE))
-    if edit.old and not re.search(r"^  def test", edit.new, re.MULTILINE):
-      # An edit inside a test: name the test it is in, if JAX's text says.
+    # Not the test an edit is placed before: it is in ``old`` too.
+    names.update(set(defined.findall(edit.new))
+                 - set(defined.findall(edit.old)))
+    if edit.old and edit.old not in edit.new:
+      # An edit that changes a test, not one placed before it: name the
+      # test it is in, if JAX's text says.
       names.update(re.findall(r"def (test\w+)\(", edit.old))
   return sorted(names)
 
@@ -239,6 +314,6 @@ def description(patch: base.SeriesPatch,
         + ", ".join(f"`{claim}`" for claim in patch.claims) + ".\n")
   if patch.speed_cost:
     parts.append("## What it costs\n\n" + patch.speed_cost)
-  parts.append("## Changelog\n\nIts entry in CHANGELOG.md:\n\n```md\n"
-               + changelog(patch) + "```\n")
+  parts.append("## Changelog\n\nIts commit adds this entry to CHANGELOG.md:"
+               "\n\n```md\n" + changelog(patch) + "```\n")
   return "\n".join(parts)

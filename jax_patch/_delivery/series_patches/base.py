@@ -26,6 +26,7 @@ DLPACK = "jax/_src/dlpack.py"
 ARRAY = "jax/_src/array.py"
 DEPRECATIONS = "jax/_src/deprecations.py"
 INTEROP_TEST = "tests/array_interoperability_test.py"
+CHANGELOG = "CHANGELOG.md"
 
 # Where a patch's tests go: the end of JAX's DLPackTest class, or before one
 # of its tests. Pull requests that do not depend on each other put theirs in
@@ -123,6 +124,10 @@ class SeriesPatch:
   # version; False for the form without the test, for a target whose every
   # jaxlib is older (a gate constant over the range is left out).
   gated: bool | None = None
+  # With only_below_jaxlib: the jaxlib defect (a ``series_reports`` slug)
+  # whose fix, in that jaxlib, this stands in for on older ones. A target
+  # whose every jaxlib has the defect gets the report, not a workaround.
+  stands_in_for: str = ""
   # The behaviours (see ``behaviour``) whose code this patch edits: its pull
   # request goes on the base after theirs. None: it applies to the base
   # alone.

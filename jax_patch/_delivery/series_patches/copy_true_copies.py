@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+from jax_patch._delivery import series_reports
 from jax_patch._delivery.series_patches import base
 
 
@@ -32,19 +33,23 @@ NumPy array returned a view: writing to x changed the "copy". The Array
 API standard: copy=True "must always copy".
 
 from_dlpack now imports as copy=None and copies the result itself. An
-unaligned source, which jaxlib copies on import, is copied a second time;
-a follow-up in jaxlib (honouring copy=True) can remove that.
+unaligned source, which jaxlib copies on import, is copied a second time.
+The defect is jaxlib's, reported to JAX as
+"{title}".
+Once jaxlib honours copy=True, this guard goes behind a
+jaxlib_extension_version check, and then with the minimum jaxlib. It
+costs nothing on the copy=None and copy=False paths.
 
 Measured on jax 0.12.0.1 (CPU): the result of copy=True changes with the
 source, for any aligned input (from jax 0.8.1, when copy reached jaxlib).
-""",
+""".format(title=series_reports.COPY_TRUE_ALIASES.title),
     claims=("copy_true_aligned_is_independent",),
     edits=(
         base.Edit(base.DLPACK, """\
     arr = _jax.dlpack_managed_tensor_to_buffer(
       dlpack, dlpack_device, stream, copy, int(dl_device_type))""", """\
-    # jaxlib aliases aligned host memory even under copy=True: that copy is
-    # made after the import, in _place_array.
+    # jaxlib aliases aligned host memory even under copy=True (a jaxlib
+    # bug, reported): that copy is made after the import, in _place_array.
     arr = _jax.dlpack_managed_tensor_to_buffer(
       dlpack, dlpack_device, stream, None if copy else copy,
       int(dl_device_type))"""),

@@ -18,18 +18,19 @@
 
 from __future__ import annotations
 
+from jax_patch._delivery import series_reports
 from jax_patch._delivery.series_patches import base
 
 
 # A copy or move still running at return shows first as a result not yet
 # ready: that was so in 40 of 40 moves of 16 MiB on an idle CPU (jax
 # 0.12.0.1), where only 19 came back torn, and on a CI machine none of 20
-# did. Torn values, the harm itself, are checked too.
+# did. Torn values, the harm itself, are checked too. jaxlib's own copy of
+# unaligned host memory raced alike before 0.11.2: jaxlib's to fix, and
+# reported (series_reports.UNALIGNED_IMPORT_UNFINISHED), so not tried here.
 _SNAPSHOT_CHECK = """\
 def _import_then_write(kind, device=None):
-  n = 1 << 22
-  x = np.ones(n + 1, np.float32)[1:] if kind == "unaligned" else np.ones(
-      n, np.float64 if kind == "float64" else np.float32)
+  x = np.ones(1 << 22, np.float64 if kind == "float64" else np.float32)
   y = jnp.from_dlpack(x, device=device)
   finished = y.is_ready()
   x[...] = 2  # The caller owns its memory again.
@@ -43,21 +44,25 @@ PATCH = base.SeriesPatch(
     body="""\
 JAX copies and transfers asynchronously. When from_dlpack's result is not
 the producer's memory itself (a move to device=, a dtype conversion with
-x64 off, jaxlib's copy of unaligned host memory), the copy could still be
-reading that memory when from_dlpack returned, and the caller's next
-write to it (which the DLPack protocol allows once the import returns)
-reached the result in part: a torn array. from_dlpack now waits for such
-a copy or move to finish. A zero-copy import does not wait, but on the
-CPU, where jaxlib may have copied without saying so and waiting on a
-ready buffer costs next to nothing.
+x64 off), the copy could still be reading that memory when from_dlpack
+returned, and the caller's next write to it (which the DLPack protocol
+allows once the import returns) reached the result in part: a torn
+array. from_dlpack now waits for such a copy or move to finish. An
+import that is the producer's memory itself does not wait.
+
+Before jaxlib 0.11.2, jaxlib's own copy of unaligned host memory raced
+the same way, inside _jax.dlpack_managed_tensor_to_buffer; that was
+jaxlib's to fix (and fixed in 0.11.2), reported to JAX as
+"{unaligned_title}",
+rather than waited for here on every import.
 
 Measured on jax 0.12.0.1 and JAX main (jaxlib 0.11.1), CPU, 16 MiB
 float32: writing the source right after from_dlpack(x, device=cpu1)
-left the result part old, part new in 11 to 16 of 20 tries; the same
-after importing unaligned memory in up to 20 of 20. With jaxlib 0.11.1,
-unsafe_buffer_pointer() on such an unfinished import of a float64 array
-hangs (the import's release waits for the GIL it holds); it now returns.
-""",
+left the result part old, part new in 11 to 16 of 20 tries. With jaxlib
+0.11.1, unsafe_buffer_pointer() on such an unfinished import of a float64
+array hangs (the import's release waits for the GIL it holds); it now
+returns.
+""".format(unaligned_title=series_reports.UNALIGNED_IMPORT_UNFINISHED.title),
     claims=(),
     edits=(
         base.Edit(base.DLPACK, """\
@@ -67,20 +72,22 @@ hangs (the import's release waits for the GIL it holds); it now returns.
   result = _place_array(
       jnp.asarray(arr, dtype=dtypes.canonicalize_dtype(arr.dtype)), device,
       dlpack_device, copy)
-  if result is not arr or dlpack_device.platform == "cpu":
-    # A copy or move (jaxlib's own, of unaligned host memory, too) may still
-    # be reading the producer's memory, which the caller may write next.
+  if result is not arr:
+    # A copy or move may still be reading the producer's memory, which the
+    # caller may write next.
     result.block_until_ready()
   return result
 """),
     ),
     test_edits=base.test_methods(
         before=base.AFTER_NUMPY_TO_JAX, source="""\
-  @jtu.sample_product(kind=["moved", "unaligned", "float64"])
+  @jtu.sample_product(kind=["moved", "float64"])
   @jtu.run_on_devices("cpu")
   def testCopiedOrMovedImportHasFinishedAtReturn(self, kind):
     if kind == "moved" and jax.device_count() < 2:
       self.skipTest("needs two devices")
+    if kind == "float64" and config.enable_x64.value:
+      self.skipTest("float64 is converted only with x64 off")
     device = jax.devices()[1] if kind == "moved" else None
     for _ in range(5):
       finished, values = _import_then_write(kind, device)
@@ -93,7 +100,7 @@ import jax.numpy as jnp
 import numpy as np
 
 """ + _SNAPSHOT_CHECK + """
-for kind in ("moved", "unaligned", "float64"):
+for kind in ("moved", "float64"):
   device = jax.devices()[1] if kind == "moved" else None
   for _ in range(20):
     finished, values = _import_then_write(kind, device)
@@ -106,8 +113,8 @@ for kind in ("moved", "unaligned", "float64"):
 # the item as JAX words them (Sphinx roles included).
 CHANGELOG = ("Bug fixes", """\
 {func}`jax.numpy.from_dlpack` waits for a copy or transfer that reads the
-producer's memory (a move to `device`, a dtype conversion, jaxlib's copy of
-unaligned host memory) before returning, so a write to the source right
-after the import no longer reaches the result in part.""")
+producer's memory (a move to `device`, a dtype conversion) before
+returning, so a write to the source right after the import no longer
+reaches the result in part.""")
 
 FORMS: tuple[base.SeriesPatch, ...] = (PATCH,)

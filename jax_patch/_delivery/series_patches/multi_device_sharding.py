@@ -24,7 +24,8 @@ from jax_patch._delivery.series_patches import base
 PATCH = base.SeriesPatch(
     slug="multi-device-sharding",
     subject="dlpack: place imports on multi-device shardings",
-    depends_on=("exception-classes", "copy-true-copies",
+    # copy-argument's check goes right above the lines it replaces.
+    depends_on=("exception-classes", "copy-argument", "copy-true-copies",
                 "jax-array-keeps-device"),
     body="""\
 device= takes a Sharding, but from_dlpack refused any Sharding over more

@@ -87,7 +87,7 @@ with warnings.catch_warnings():
 PATCH = base.SeriesPatch(
     slug="deprecate-under-transformations",
     subject="dlpack: deprecate from_dlpack inside JAX transformations",
-    depends_on=("exception-classes",),
+    depends_on=("copy-argument",),
     body=f"""\
 from_dlpack reads an external, mutable buffer that tracing cannot follow.
 Inside jit (or vmap, grad, scan) it imports the buffer at trace time and

@@ -12,13 +12,15 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "dlpack: copy non-row-major imports (jaxlib moves them
-wrongly)" (non-row-major-layouts).
+"""The pull request "dlpack: copy non-row-major imports on jaxlib before
+0.11.2" (non-row-major-layouts).
 
-In two forms: PATCH, for a target whose every jaxlib is older than 0.11.2
-(from jaxlib 0.11.2 on, none of it is needed), and
-PATCH_BEFORE_JAXLIB_0_11_2, gated on jaxlib_extension_version, for a target
-whose jaxlib range reaches 0.11.2.
+Only for a target whose jaxlib range reaches 0.11.2 from below, gated on
+jaxlib_extension_version: there it is cheap, and keeps older jaxlibs right
+until the minimum is raised. A target whose every jaxlib is older (JAX main
+at 0.11.1) would pay for it on every import, for a defect jaxlib 0.11.2
+fixed: it gets the bug report (series_reports.NON_ROW_MAJOR_MOVED_WRONGLY)
+instead. From jaxlib 0.11.2 on, none of it is needed.
 """
 
 from __future__ import annotations
@@ -72,35 +74,8 @@ _BEFORE_TODO_CANONICALIZE = """\
   # non-x64 mode, change the semantics to not canonicalize here.
 """
 
-# A JAX whose every jaxlib is older than 0.11.2 (JAX main at 0.11.1).
-PATCH = base.SeriesPatch(
-    slug="non-row-major-layouts",
-    subject="dlpack: copy non-row-major imports (jaxlib moves them wrongly)",
-    speed_cost="""\
-Every import now reads the array's layout, to copy a non-row-major one:
-jnp.from_dlpack of a 64-element float32 NumPy array went from about 27 to
-33 us (1.22x; jaxlib 0.11.1, this 2-core machine, the fastest of 5
-alternating rounds, under load). A release whose jaxlib range reaches
-0.11.2 gets the check behind jaxlib_extension_version, and 0.12.0.1, whose
-minimum jaxlib is 0.11.2, does not get the patch.
-""",
-    # Its check goes where copy-false-no-narrowing's does, after it.
-    depends_on=("exception-classes", "copy-false-no-narrowing"),
-    body=_NON_ROW_MAJOR_BODY,
-    claims=("transposed_values_are_right", "copy_false_transposed_shares"),
-    only_below_jaxlib=(0, 11, 2),
-    gated=False,
-    edits=(
-        base.Edit(base.DLPACK, _BEFORE_TODO_CANONICALIZE, """\
-  # jaxlib before 0.11.2 aliases other layouts, but moves them to other
-  # devices wrongly.
-  if not copy and arr.format.layout.major_to_minor != tuple(range(arr.ndim)):
-""" + _NON_ROW_MAJOR_CHECK),
-    ),
-    test_edits=_NON_ROW_MAJOR_TESTS)
-
 # A JAX supporting jaxlib from before 0.11.2 to 0.11.2 or later.
-PATCH_BEFORE_JAXLIB_0_11_2 = base.SeriesPatch(
+PATCH = base.SeriesPatch(
     slug="non-row-major-layouts-before-jaxlib-0.11.2",
     subject="dlpack: copy non-row-major imports on jaxlib before 0.11.2",
     # Its check goes where copy-false-no-narrowing's does, after it.
@@ -109,6 +84,7 @@ PATCH_BEFORE_JAXLIB_0_11_2 = base.SeriesPatch(
     claims=("transposed_values_are_right", "copy_false_transposed_shares"),
     only_below_jaxlib=(0, 11, 2),
     gated=True,
+    stands_in_for="non-row-major-moved-wrongly",
     edits=(
         base.Edit(base.DLPACK, """\
 from jax._src.lib import _jax
@@ -135,4 +111,4 @@ CHANGELOG = ("Bug fixes", """\
 once on jaxlib before 0.11.2, which moved such imports to other devices
 wrongly; `copy=False` raises the copy-required error there.""")
 
-FORMS: tuple[base.SeriesPatch, ...] = (PATCH, PATCH_BEFORE_JAXLIB_0_11_2)
+FORMS: tuple[base.SeriesPatch, ...] = (PATCH,)

@@ -32,6 +32,15 @@ CHANGELOG = "CHANGELOG.md"
 # of its tests. Pull requests that do not depend on each other put theirs in
 # different places, so that each merges after the others without a conflict.
 END_OF_DLPACK_TEST = "\n\nclass CudaArrayInterfaceTest(jtu.JaxTestCase):\n"
+BEFORE_JAX_ROUND_TRIP = """\
+  @jtu.sample_product(
+      shape=all_shapes,
+      dtype=dlpack_dtypes + extra_dlpack_dtypes,
+      copy=[False, True, None],
+      use_stream=[False, True],
+  )
+  @jtu.run_on_devices("gpu")
+  def testJaxRoundTrip("""
 BEFORE_JAX_ARRAY_ROUND_TRIP = """\
   @jtu.sample_product(
       shape=all_shapes,

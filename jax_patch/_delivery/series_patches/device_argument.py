@@ -18,17 +18,6 @@ from __future__ import annotations
 
 from jax_patch._delivery.series_patches import base
 
-# Before JAX's first test of DLPackTest: no other pull request adds tests
-# there.
-_BEFORE_JAX_ROUND_TRIP = """\
-  @jtu.sample_product(
-      shape=all_shapes,
-      dtype=dlpack_dtypes + extra_dlpack_dtypes,
-      copy=[False, True, None],
-      use_stream=[False, True],
-  )
-  @jtu.run_on_devices("gpu")
-  def testJaxRoundTrip("""
 
 PATCH = base.SeriesPatch(
     slug="device-argument",
@@ -68,7 +57,7 @@ def _check_device(device, dlpack_device, copy):
         f"{type(device).__name__}.")
 """),
     ),
-    test_edits=base.test_methods(before=_BEFORE_JAX_ROUND_TRIP, source="""\
+    test_edits=base.test_methods(before=base.BEFORE_JAX_ROUND_TRIP, source="""\
   def testDeviceMustBeADeviceOrSharding(self):
     x = np.arange(4.0)
     for error in (TypeError, ValueError):

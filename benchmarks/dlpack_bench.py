@@ -49,8 +49,8 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 import jax_patch
-from jax_patch._src import conformance
 from jax_patch._src import dlpack_compat
+from jax_patch.testing import conformance
 
 _MB = 1 << 20
 

@@ -48,8 +48,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jax_patch._src import conformance
 from jax_patch._src import dlpack
+from jax_patch.testing import conformance
 from tests import capsule_fuzz
 # pylint: enable=g-import-not-at-top
 

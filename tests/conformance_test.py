@@ -32,8 +32,8 @@ import jax.dlpack
 import jax.numpy as jnp
 
 import jax_patch
-from jax_patch._src import conformance
 from jax_patch._src import dlpack_compat
+from jax_patch.testing import conformance
 
 
 def _through_jnp(x: Any, **kwargs: Any) -> Any:

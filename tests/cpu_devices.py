@@ -50,7 +50,7 @@ def require(count: int) -> list[Any]:
     unittest.SkipTest: there are fewer, saying how many and why.
   """
   # Imported here: this module runs before JAX starts, and must not start it.
-  from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
+  from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top
 
   return conformance._require_devices(count)[:count]  # pylint: disable=protected-access
 

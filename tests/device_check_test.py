@@ -52,9 +52,9 @@ import jax
 import numpy as np
 
 import jax_patch
-from jax_patch._src import conformance
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
+from jax_patch.testing import conformance
 
 # The checkout (under Bazel, through the runfiles' link to this file).
 _ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -28,10 +28,10 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 
-from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
+from jax_patch.testing import conformance
 from tests import fresh_process
 from tests import memory
 from tests import producers
@@ -189,7 +189,8 @@ class DeleterTest(parameterized.TestCase):
     script = textwrap.dedent("""
         import threading
         import numpy as np
-        from jax_patch._src import conformance, dlpack
+        from jax_patch._src import dlpack
+        from jax_patch.testing import conformance
         kept = [dlpack.from_dlpack(
             np.broadcast_to(conformance.aligned_array((16,)), (16,)))]
         def imports():
@@ -208,7 +209,8 @@ class DeleterTest(parameterized.TestCase):
     # its destructor runs during shutdown and calls NumPy's deleter.
     script = textwrap.dedent("""
         import numpy as np
-        from jax_patch._src import conformance, dlpack_capsule
+        from jax_patch._src import dlpack_capsule
+        from jax_patch.testing import conformance
         source = conformance.aligned_array((16,))
         kept = [dlpack_capsule.take(
             source.__dlpack__(max_version=max_version), versioned_ok=True)[0]
@@ -237,7 +239,8 @@ class DeleterTest(parameterized.TestCase):
                     "test_jaxlib_calls_a_versioned_deleter_exactly_once")
     script = textwrap.dedent(f"""
         import ctypes, gc
-        from jax_patch._src import conformance, dlpack, dlpack_capsule
+        from jax_patch._src import dlpack, dlpack_capsule
+        from jax_patch.testing import conformance
         from tests import producers
         gil_check = ctypes.cast(ctypes.pythonapi.PyThreadState_Get,
                                 ctypes.c_void_p).value
@@ -340,8 +343,9 @@ class NullDeleterTest(absltest.TestCase):
     script = textwrap.dedent("""
         import gc, itertools
         import jax, numpy as np
-        from jax_patch._src import conformance, dlpack, dlpack_capsule
+        from jax_patch._src import dlpack, dlpack_capsule
         from jax_patch._src import dlpack_compat
+        from jax_patch.testing import conformance
         from tests import producers
         layouts = {
             "row_major": lambda a: a, "transposed": lambda a: a.T,
@@ -446,7 +450,8 @@ class SharedCapsuleTest(parameterized.TestCase):
     script = textwrap.dedent("""
         import gc, sys, threading
         import numpy as np
-        from jax_patch._src import conformance, dlpack
+        from jax_patch._src import dlpack
+        from jax_patch.testing import conformance
         sys.setswitchinterval(1e-6)
         for round_ in range(100):
           source = conformance.aligned_array((256,))

@@ -36,11 +36,11 @@ import numpy as np
 from jax._src import core
 from jax._src.lib import xla_client
 
-from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_errors
+from jax_patch.testing import conformance
 from tests import producers
 
 _FLOAT8 = np.dtype(ml_dtypes.float8_e4m3fn)

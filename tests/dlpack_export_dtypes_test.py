@@ -39,9 +39,9 @@ import numpy as np
 
 import jax_patch
 from jax_patch import dlpack as jax_patch_dlpack
-from jax_patch._src import conformance
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
+from jax_patch.testing import conformance
 
 # Nine elements: packed sub-byte types end halfway through a byte.
 _VALUES = (1, 0, 1, 1, 0, 1, 0, 1, 1)

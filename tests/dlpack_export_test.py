@@ -30,11 +30,11 @@ import jax.numpy as jnp
 import numpy as np
 
 import jax_patch
-from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
+from jax_patch.testing import conformance
 from tests import memory
 from tests import producers
 

@@ -36,7 +36,7 @@ import numpy as np
 
 import jax_patch
 from jax_patch._delivery import vendor
-from jax_patch._src import conformance
+from jax_patch.testing import conformance
 
 
 class _OnDeviceType99:

@@ -36,9 +36,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 import numpy as np
 
 import jax_patch
-from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
+from jax_patch.testing import conformance
 from tests import producers
 
 # Each 64-bit type and the type JAX narrows it to with x64 off.

@@ -40,7 +40,7 @@ import jax_patch
 from jax_patch._delivery import jax_test_corrections
 from jax_patch._delivery import source_patch
 from jax_patch._delivery import vendor
-from jax_patch._src import conformance
+from jax_patch.testing import conformance
 
 _TEST_FILE = jax_test_corrections.TEST_FILE
 _JAX_GIT_DIR = os.environ.get("JAX_GIT_DIR")

@@ -12,12 +12,14 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The layout's promises: what runs inside JAX apart from what delivers it,
-and one module per upstream pull request."""
+"""The layout's promises: what runs inside JAX apart from what checks it and
+what delivers it, and one module per upstream pull request."""
 
 import ast
 import pathlib
 import pkgutil
+import re
+import tempfile
 
 from absl.testing import absltest
 
@@ -28,6 +30,9 @@ _PACKAGE = pathlib.Path(__file__).absolute().parents[1] / "jax_patch"
 _SERIES_PACKAGE = _PACKAGE / "_delivery" / "series_patches"
 # The modules of series_patches that are not a pull request.
 _SHARED = {"base"}
+# What only test code imports: ours, and the frameworks it runs on.
+_TEST_CODE = ("jax_patch.testing", "tests", "unittest", "absl.testing",
+              "pytest", "hypothesis")
 
 
 def _imported_modules(path: pathlib.Path) -> set[str]:
@@ -42,6 +47,25 @@ def _imported_modules(path: pathlib.Path) -> set[str]:
   return modules
 
 
+def _is_in(module: str, packages: tuple[str, ...]) -> bool:
+  return any(module == package or module.startswith(package + ".")
+             for package in packages)
+
+
+def _top_level_names(path: pathlib.Path) -> set[str]:
+  """The names ``path`` binds at its top level: assigned, defined."""
+  names: set[str] = set()
+  for node in ast.parse(path.read_text()).body:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                         ast.ClassDef)):
+      names.add(node.name)
+    elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+      targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+      names.update(target.id for target in targets
+                   if isinstance(target, ast.Name))
+  return names
+
+
 class PackagesTest(absltest.TestCase):
 
   def test_nothing_that_runs_inside_jax_imports_the_delivery_package(self) -> None:
@@ -53,11 +77,82 @@ class PackagesTest(absltest.TestCase):
                           if name.startswith("jax_patch._delivery"))
         self.assertEmpty(delivery)
 
+  def test_nothing_that_runs_inside_jax_imports_test_code(self) -> None:
+    sources = sorted((_PACKAGE / "_src").rglob("*.py"))
+    self.assertNotEmpty(sources)
+    for path in sources:
+      with self.subTest(path.relative_to(_PACKAGE).as_posix()):
+        testing = sorted(name for name in _imported_modules(path)
+                         if _is_in(name, _TEST_CODE))
+        self.assertEmpty(testing)
+
+  def test_nothing_that_runs_inside_jax_defines_conformance_cases(
+      self) -> None:
+    for path in sorted((_PACKAGE / "_src").rglob("*.py")):
+      with self.subTest(path.relative_to(_PACKAGE).as_posix()):
+        self.assertNotIn("CASES", _top_level_names(path))
+    self.assertIn("CASES",
+                  _top_level_names(_PACKAGE / "testing" / "conformance.py"))
+
   def test_vendoring_copies_only_modules_of_src(self) -> None:
     for ours in vendor.VENDORED_MODULES:
       with self.subTest(ours):
         self.assertTrue((_PACKAGE / "_src" / ours).is_file())
         self.assertFalse((_PACKAGE / "_delivery" / ours).exists())
+        self.assertFalse((_PACKAGE / "testing" / ours).exists())
+
+  def test_vendoring_writes_test_code_beside_jax_tests_only(self) -> None:
+    written_to_src = set(vendor.VENDORED_MODULES.values())
+    for ours, theirs in vendor.VENDORED_TEST_MODULES.items():
+      with self.subTest(ours):
+        self.assertTrue((_PACKAGE / "testing" / ours).is_file())
+        self.assertFalse((_PACKAGE / "_src" / ours).exists())
+        self.assertNotIn(theirs, written_to_src)
+
+
+def _structures_defined(path: pathlib.Path) -> set[str]:
+  """The ``ctypes.Structure`` subclasses ``path`` defines."""
+  found = set()
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.ClassDef) and any(
+        ast.unparse(base) in ("ctypes.Structure", "Structure")
+        for base in node.bases):
+      found.add(node.name)
+  return found
+
+
+class CapsuleCoreTest(absltest.TestCase):
+
+  def test_one_module_defines_the_dlpack_structures(self) -> None:
+    defining = {}
+    for folder in ("jax_patch", "tests", "tools", "benchmarks"):
+      for path in sorted((_PACKAGE.parent / folder).rglob("*.py")):
+        if structures := _structures_defined(path):
+          defining[path.relative_to(_PACKAGE.parent).as_posix()] = structures
+    self.assertEqual(list(defining), ["jax_patch/_src/dlpack_capsule.py"])
+    self.assertContainsSubset(
+        {"_DLTensor", "_DLManagedTensor", "_DLManagedTensorVersioned"},
+        defining["jax_patch/_src/dlpack_capsule.py"])
+
+  def test_a_second_definition_is_found(self) -> None:
+    folder = tempfile.TemporaryDirectory()
+    self.addCleanup(folder.cleanup)
+    path = pathlib.Path(folder.name) / "probe.py"
+    path.write_text("import ctypes\nclass _DLTensor(ctypes.Structure):\n"
+                    "  _fields_ = []\n")
+    self.assertEqual(_structures_defined(path), {"_DLTensor"})
+
+
+class BazelTest(absltest.TestCase):
+
+  def test_every_test_module_is_a_bazel_test(self) -> None:
+    build = (_PACKAGE.parent / "BUILD.bazel").read_text()
+    listed = re.search(r"^_TESTS = \[(.*?)\]", build, re.M | re.S)
+    assert listed is not None, "BUILD.bazel has no _TESTS list"
+    self.assertEqual(
+        sorted(re.findall(r'"(\w+)"', listed.group(1))),
+        sorted(path.stem for path in (_PACKAGE.parent / "tests").glob(
+            "*_test.py")))
 
 
 class PullRequestModulesTest(absltest.TestCase):

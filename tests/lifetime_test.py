@@ -31,8 +31,8 @@ import weakref
 from absl.testing import absltest
 from absl.testing import parameterized
 
-from jax_patch._src import conformance
 from jax_patch._src import dlpack
+from jax_patch.testing import conformance
 from tests import cpu_devices
 from tests import fresh_process
 from tests import producers
@@ -47,7 +47,8 @@ _IMPORT_THEN_RELEASE = """
 import gc, time
 import jax
 import numpy as np
-from jax_patch._src import conformance, dlpack
+from jax_patch._src import dlpack
+from jax_patch.testing import conformance
 from tests import producers
 
 cpu = jax.devices("cpu")
@@ -122,7 +123,8 @@ _EXPORT_THEN_RELEASE = """
 import gc
 import jax, jax.numpy as jnp
 import numpy as np
-from jax_patch._src import conformance, dlpack
+from jax_patch._src import dlpack
+from jax_patch.testing import conformance
 
 x = jax.device_put(jnp.arange(4096), jax.devices("cpu")[{device}])
 expected = np.arange(4096)

@@ -30,7 +30,7 @@ import ml_dtypes
 import numpy as np
 
 import jax_patch
-from jax_patch._src import conformance
+from jax_patch.testing import conformance
 
 _EXAMPLES = int(200 * float(os.environ.get("JAX_PATCH_SOAK", "1")))
 

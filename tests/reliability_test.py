@@ -34,9 +34,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import jax_patch
-from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
+from jax_patch.testing import conformance
 from tests import fresh_process
 from tests import memory
 from tests import producers
@@ -384,7 +384,8 @@ class ProcessTest(absltest.TestCase):
     script = textwrap.dedent(f"""
         import gc, os, signal, sys, threading, time, warnings
         import numpy as np
-        from jax_patch._src import conformance, dlpack, dlpack_capsule
+        from jax_patch._src import dlpack, dlpack_capsule
+        from jax_patch.testing import conformance
         from tests import producers
         warnings.simplefilter("ignore", RuntimeWarning)  # JAX's fork warning.
         kept, owners = [], []

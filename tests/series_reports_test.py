@@ -34,7 +34,7 @@ from absl.testing import parameterized
 import jaxlib.version
 
 from jax_patch._delivery import series_reports
-from jax_patch._src import conformance
+from jax_patch.testing import conformance
 
 _REPORTS = {report.slug: report for report in series_reports.REPORTS}
 _BY_SLUG = [(slug, slug) for slug in _REPORTS]

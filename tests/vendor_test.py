@@ -29,14 +29,18 @@ from absl.testing import absltest
 import jax
 
 from jax_patch._delivery import cli
+from jax_patch._delivery import source_patch
 from jax_patch._delivery import vendor
-from jax_patch._src import conformance
 from jax_patch._src import dlpack_compat
+from jax_patch.testing import conformance
 
 _INSTALLED_JAX = pathlib.Path(jax.__file__).parent
 # Past any release the pristine table can hold.
 _UNRELEASED = "99.0.0.dev20991231"
 _DLPACK = "jax/_src/dlpack.py"
+# The conformance catalogue, where vendoring writes it: beside JAX's tests.
+_CASES = "tests/dlpack_conformance.py"
+_CASES_TEST = "tests/dlpack_conformance_test.py"
 _OUR_NOTICE = "# Copyright 2026 The jax-patch Authors."
 _LICENSE = "# Licensed under the Apache License, Version 2.0"
 
@@ -110,9 +114,11 @@ class VendorTest(absltest.TestCase):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(root)] + [p for p in sys.path if p]))
     env.pop("XLA_FLAGS", None)
+    # With JAX's pytest configuration: --import-mode=importlib puts no test
+    # folder on sys.path.
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-         str(root / "tests" / "dlpack_conformance_test.py")],
+         "--import-mode=importlib", str(root / _CASES_TEST)],
         cwd=root, env=env, capture_output=True, text=True, timeout=600,
         check=False)
     self.assertEqual(run.returncode, 0, run.stdout[-3000:] + run.stderr)
@@ -122,6 +128,51 @@ class VendorTest(absltest.TestCase):
     other = "off" if conformance.x64_enabled() else "on"
     self.assertIn(f"holds with x64 {other} only (this run: "
                   f"{conformance.x64_mode()})", run.stdout)
+
+  def test_vendored_checkout_has_test_code_beside_its_tests_only(
+      self) -> None:
+    root = self._jax_tree("test_code", checkout=True)
+    written = [c.path for c in vendor.vendor(root).changes]
+    # Into jax/_src: our modules of _src, and JAX's own files corrected.
+    allowed = ({f"jax/_src/{name}" for name in vendor.VENDORED_MODULES.values()}
+               | {path for path, _ in source_patch.CORRECTIONS})
+    self.assertContainsSubset(
+        [path for path in written if path.startswith("jax/")], allowed)
+    self.assertFalse((root / "jax/_src/dlpack_conformance.py").exists())
+    # The cases, beside the tests, run against the tree's own modules.
+    self.assertIn(_CASES, written)
+    cases = (root / _CASES).read_text()
+    self.assertNotIn("jax_patch", cases)
+    self.assertIn("from jax._src import dlpack_capsule\n", cases)
+
+  def test_vendored_tree_without_tests_gets_no_test_code(self) -> None:
+    root = self._jax_tree("test_code_installed")
+    paths = [c.path for c in vendor.vendor(root).changes]
+    self.assertEqual([path for path in paths if not path.startswith("jax/")],
+                     [])
+    self.assertFalse((root / "jax/_src/dlpack_conformance.py").exists())
+
+  def test_vendored_conformance_test_loads_the_cases_beside_it(self) -> None:
+    root = self._jax_tree("cases_beside", checkout=True)
+    vendor.vendor(root)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(root)] + [p for p in sys.path if p]))
+    # Loaded by path from elsewhere, as JAX's pytest configuration loads it:
+    # neither tests/ nor the working folder is on sys.path.
+    show = ("import importlib.util, sys\n"
+            "spec = importlib.util.spec_from_file_location('t', sys.argv[1])\n"
+            "test = importlib.util.module_from_spec(spec)\n"
+            "spec.loader.exec_module(test)\n"
+            "print(test.conformance.__file__)\n"
+            "print(test.conformance.dlpack_capsule.__file__)\n")
+    run = subprocess.run([sys.executable, "-c", show, str(root / _CASES_TEST)],
+                         cwd=self.scratch, env=env, capture_output=True,
+                         text=True, timeout=300, check=False)
+    self.assertEqual(run.returncode, 0, run.stderr)
+    cases, capsule = map(pathlib.Path, run.stdout.split())
+    self.assertEqual(cases.resolve(), (root / _CASES).resolve())
+    self.assertEqual(capsule.resolve(),
+                     (root / "jax/_src/dlpack_capsule.py").resolve())
 
   def test_dry_run_imports_the_vendored_copy(self) -> None:
     root = self._jax_tree("installed")
@@ -188,8 +239,8 @@ class VendorTest(absltest.TestCase):
   def test_files_vendoring_creates_carry_a_notice(self) -> None:
     changes = vendor.plan(self._jax_tree("created", checkout=True))
     created = [c for c in changes if c.before is None]
-    self.assertIn("tests/dlpack_conformance_test.py",
-                  [c.path for c in created])
+    self.assertContainsSubset([_CASES, _CASES_TEST],
+                              [c.path for c in created])
     for change in created:
       with self.subTest(change.path):
         self.assertEqual(_notices(change.after), [_OUR_NOTICE])
@@ -347,8 +398,8 @@ class GitCheckoutTest(absltest.TestCase):
     self.assertNotIn(vendor.jax_version(self.root), vendor.PRISTINE)
     vendored = vendor.vendor(self.root)
     self.assertIn(_DLPACK, [c.path for c in vendored.changes])
-    self.assertIn("tests/dlpack_conformance_test.py",
-                  [c.path for c in vendored.changes])
+    self.assertContainsSubset([_CASES, _CASES_TEST],
+                              [c.path for c in vendored.changes])
 
   def test_newer_version_goes_ahead_with_a_note_naming_the_range(
       self) -> None:

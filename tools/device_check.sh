@@ -349,7 +349,7 @@ sys.exit(main(['check', '--require-gpu', '--x64', 'both']))" \
 # The GPU cases, as the check names them: to tell in a rehearsal that each
 # one was named.
 gpu_case_names() {
-  bounded 60 "${PY}" -c "from jax_patch._src import conformance; \
+  bounded 60 "${PY}" -c "from jax_patch.testing import conformance; \
 print(*sorted(conformance.GPU_CASES), sep='\n')"
 }
 

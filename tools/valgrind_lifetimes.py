@@ -39,9 +39,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top,wrong-import-position
 from jax_patch._src import dlpack  # pylint: disable=g-import-not-at-top,wrong-import-position
 from jax_patch._src import dlpack_capsule  # pylint: disable=g-import-not-at-top,wrong-import-position
+from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 _LIBC = ctypes.CDLL(None)
 _LIBC.malloc.restype = ctypes.c_void_p

@@ -12,18 +12,21 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Vendoring: writes the patch set into a JAX tree, shows it as a diff, and
-takes it back out.
+"""Vendoring: writes the patch set into a JAX tree, and takes it back out.
+
+It also shows what it would write, as a diff.
 
 A JAX tree is a folder holding ``jax/``: a source checkout (with ``tests/``)
 or the folder an installed ``jax`` package lies in. Vendoring copies our
-``_src`` modules into ``jax/_src/`` with their imports rewritten, applies our
-declarations to JAX's own files (``source_patch``), and in a checkout adds
-our conformance test to ``tests/`` and corrects the assertions of JAX's own
-DLPack test that contradict the standard (``jax_test_corrections``). A
-module written over one of JAX's keeps JAX's copyright lines, ours beside
-them. What it replaced is kept under ``.jax_patch_vendor/`` in the tree, so
-``revert`` can restore it byte for byte.
+``_src`` modules, and only those, into ``jax/_src/`` with their imports
+rewritten, applies our declarations to JAX's own files (``source_patch``),
+and in a checkout adds our conformance test and the catalogue it runs
+(``jax_patch/testing``, its imports rewritten alike) to ``tests/`` and
+corrects the assertions of JAX's own DLPack test that contradict the
+standard (``jax_test_corrections``). A module written over one of JAX's
+keeps JAX's copyright lines, ours beside them. What it replaced is kept
+under ``.jax_patch_vendor/`` in the tree, so ``revert`` can restore it byte
+for byte.
 
 Only files as upstream JAX has them are replaced. In a git checkout (any
 commit, JAX's main branch included) those are the files git reports
@@ -45,22 +48,31 @@ import shutil
 import subprocess
 
 from jax_patch._delivery import jax_test_corrections
+from jax_patch._delivery import jax_tree
 from jax_patch._delivery import source_patch
 from jax_patch._src import dlpack_compat
 
 _HERE = pathlib.Path(__file__).absolute().parent
 # What runs inside JAX: the modules vendoring copies.
 _SRC = _HERE.parent / "_src"
+# What checks it: test code, which goes beside JAX's tests, never in jax/_src.
+_TESTING = _HERE.parent / "testing"
 
-# Our module -> its name in jax/_src/.
+# Our module of _src -> its name in jax/_src/.
 VENDORED_MODULES = {
     "dlpack.py": "dlpack.py",
     "dlpack_capsule.py": "dlpack_capsule.py",
     "dlpack_compat.py": "dlpack_compat.py",
     "dlpack_device.py": "dlpack_device.py",
     "dlpack_errors.py": "dlpack_errors.py",
+    "dlpack_plan.py": "dlpack_plan.py",
+}
+# Our module of testing -> its name in a checkout's tests/, beside the
+# vendored tests that load it.
+VENDORED_TEST_MODULES = {
     "conformance.py": "dlpack_conformance.py",
 }
+# The tests of patches/tests/ vendoring adds to a checkout's tests/.
 VENDORED_TESTS = ("dlpack_conformance_test.py",)
 
 # sha256 of the files vendoring replaces, as each JAX release of the tested
@@ -71,7 +83,6 @@ SUPPORTED_VERSIONS = tuple(PRISTINE)  # Oldest first, as the table lists them.
 
 BACKUP_DIR = ".jax_patch_vendor"
 _MANIFEST = "manifest.json"
-_VERSION = re.compile(r'^_version\s*=\s*"([^"]+)"', re.MULTILINE)
 _IMPORT = re.compile(r"\bjax_patch\._src\b")
 _NOTICE = re.compile(rb"#\s*Copyright\b")
 
@@ -96,19 +107,30 @@ class Prepared:
 
 
 def jax_version(root: pathlib.Path) -> str:
-  """The version of the JAX tree at ``root``, from ``jax/version.py``."""
-  version_file = root / "jax" / "version.py"
-  if not version_file.is_file():
-    raise VendorError(f"{root} is not a JAX tree: it has no jax/version.py.")
-  match = _VERSION.search(version_file.read_text())
-  if match is None:
-    raise VendorError(f"{version_file} does not set _version.")
-  return match.group(1)
+  """The version of the JAX tree at ``root``, from ``jax/version.py``.
+
+  Raises:
+    VendorError: ``root`` is no JAX tree (see ``jax_tree.read_version``).
+  """
+  try:
+    return jax_tree.read_version(root)
+  except jax_tree.JaxTreeError as err:
+    raise VendorError(str(err)) from err
 
 
 def _vendored_module(source: str) -> str:
-  # Only conformance.py is renamed, and no vendored module imports it.
+  # The modules of _src keep their names in jax/_src: only the package
+  # changes. (The catalogue is renamed, but no module imports it.)
   return _IMPORT.sub("jax._src", source)
+
+
+def vendored_test_module(ours: str) -> str:
+  """Our module ``ours`` of ``jax_patch/testing``, as vendoring writes it.
+
+  Its ``jax_patch._src`` imports become ``jax._src`` ones: beside a vendored
+  tree's tests it runs against that tree's modules.
+  """
+  return _vendored_module((_TESTING / ours).read_text())
 
 
 def _read(path: pathlib.Path) -> bytes | None:
@@ -177,6 +199,9 @@ def plan(root: pathlib.Path,
                                        corrections.read_text())
     changes.append(FileChange(path, before, corrected.encode()))
   if _is_checkout(root):
+    for ours, theirs in VENDORED_TEST_MODULES.items():
+      after = vendored_test_module(ours).encode()
+      changes.append(_ours_over(root, f"tests/{theirs}", after))
     for name in VENDORED_TESTS:
       after = (source_patch.PATCHES_ROOT / "tests" / name).read_bytes()
       changes.append(_ours_over(root, f"tests/{name}", after))
@@ -207,7 +232,10 @@ def _sha256(data: bytes) -> str:
 
 
 def release(version: str) -> tuple[int, ...]:
-  """``"0.12.0.1"`` -> ``(0, 12, 0, 1)``; a ``.dev`` or ``rc`` tail is dropped."""
+  """A JAX version as numbers: ``"0.12.0.1"`` -> ``(0, 12, 0, 1)``.
+
+  A ``.dev`` or ``rc`` tail is dropped.
+  """
   match = re.match(r"\d+(\.\d+)*", version)
   if match is None:
     raise VendorError(f"cannot read JAX version {version!r}.")

@@ -17,7 +17,10 @@
 ``jax-patch vendor`` with no ``--into`` starts this in a subprocess whose
 ``sys.path`` begins with the scratch tree, so ``import jax`` finds the
 vendored copy. Nothing is installed: the cases run against the tree's own
-``jax.numpy.from_dlpack`` and ``jax.Array.__dlpack__``.
+``jax.numpy.from_dlpack`` and ``jax.Array.__dlpack__``. The tree is an
+installed JAX's, with no ``tests/`` for the cases to lie beside: they are
+loaded here as vendoring writes them into a checkout's ``tests/``, importing
+the tree's ``jax._src`` modules.
 
 Usage: python -m jax_patch._delivery.vendor_dry_run TREE
 """
@@ -25,9 +28,23 @@ Usage: python -m jax_patch._delivery.vendor_dry_run TREE
 import os
 import pathlib
 import sys
+import types
 
 os.environ.setdefault("XLA_FLAGS",
                       "--xla_force_host_platform_device_count=4")
+
+
+def _vendored_cases() -> types.ModuleType:
+  """The conformance catalogue, as vendoring writes it beside JAX's tests."""
+  from jax_patch._delivery import vendor  # pylint: disable=g-import-not-at-top
+  theirs = vendor.VENDORED_TEST_MODULES["conformance.py"]
+  name = theirs.removesuffix(".py")
+  module = types.ModuleType(name)
+  sys.modules[name] = module  # Where its dataclasses look it up.
+  code = compile(vendor.vendored_test_module("conformance.py"), theirs,
+                 "exec")
+  exec(code, module.__dict__)  # pylint: disable=exec-used
+  return module
 
 
 def main(argv: list[str]) -> int:
@@ -37,7 +54,11 @@ def main(argv: list[str]) -> int:
   if tree not in pathlib.Path(jax.__file__).resolve().parents:
     print(f"jax came from {jax.__file__}, not from {tree}")
     return 1
-  from jax._src import dlpack_conformance as conformance  # type: ignore  # pylint: disable=g-import-not-at-top
+  conformance = _vendored_cases()
+  runtime = pathlib.Path(conformance.dlpack_capsule.__file__).resolve()
+  if tree not in runtime.parents:
+    print(f"the cases imported {runtime}, not the vendored copy in {tree}")
+    return 1
   print(f"vendored jax {jax.__version__} at {tree / 'jax'}, "
         f"{conformance.x64_mode()}")
   counts = {True: 0, False: 0, None: 0}

@@ -12,15 +12,18 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Conformance cases: the behaviours the patch promises, runnable against any
-``from_dlpack``.
+"""Conformance cases: the behaviours the patch promises, for any importer.
+
+The cases run against any ``from_dlpack``.
 
 Each case takes a ``from_dlpack(x, *, device=None, copy=None)`` and returns a
 short description of what it saw, raises ``AssertionError`` when the
 behaviour is wrong, and ``unittest.SkipTest`` when this machine cannot show
 it (too few devices, an optional producer not installed). ``jax-patch check``
 runs them against upstream JAX and against the patch; the tests run them
-against every patched entry point.
+against every patched entry point. Vendoring writes this module beside a JAX
+checkout's tests, as ``tests/dlpack_conformance.py``, with its
+``jax_patch._src`` imports made ``jax._src`` ones.
 
 Aliasing is always proved by writing to the source after the import, never
 by comparing values.
@@ -470,8 +473,11 @@ def copy_accepts_numpy_bool(from_dlpack: FromDLPack) -> str:
 
 def _imports_a_copy(from_dlpack: FromDLPack, base: np.ndarray[Any, Any],
                     view: Any) -> str:
-  """Imports ``view(base)``, then writes all of ``base``: the result keeps
-  the values it had, so it is a copy, not an alias of the strided memory."""
+  """Imports ``view(base)`` and checks that the result is a copy.
+
+  After the import it writes all of ``base``: the result keeps the values
+  it had, so it is a copy, not an alias of the strided memory.
+  """
   source = view(base)
   expected = np.array(source)
   result = from_dlpack(source)
@@ -1105,8 +1111,11 @@ class Unsynchronised:
 @_case("a torch CUDA tensor written last on a busy side stream reads right "
        "through JAX (the producer orders its stream before JAX's)")
 def torch_cuda_side_stream_is_ordered(from_dlpack: FromDLPack) -> str:
-  """Fails if JAX reads before the side stream wrote the tensor, or if the
-  stream never was busy at the import (side_stream_import_is_ordered)."""
+  """Fails if JAX reads before the side stream wrote the tensor.
+
+  It also fails if the stream never was busy at the import
+  (side_stream_import_is_ordered).
+  """
   _require_gpu()
   torch = _require_torch_cuda()
   return side_stream_import_is_ordered(from_dlpack, TorchSideStream(torch))
@@ -1128,8 +1137,11 @@ def torch_cuda_copy_true_is_independent(from_dlpack: FromDLPack) -> str:
 @_case("strided and reversed torch CUDA tensors import by a copy on the "
        "GPU; copy=False raises")
 def torch_cuda_strided_imports(from_dlpack: FromDLPack) -> str:
-  """Fails on wrong values (a layout read as row-major), a result off the
-  GPU, or copy=False importing instead of raising."""
+  """Fails on wrong values, a result off the GPU, or copy=False importing.
+
+  Wrong values are a layout read as row-major; copy=False must raise
+  instead of importing.
+  """
   gpu = _require_gpu()
   torch = _require_torch_cuda()
   base = torch.arange(64, dtype=torch.float32, device="cuda").reshape(8, 8)
@@ -1145,8 +1157,11 @@ def torch_cuda_strided_imports(from_dlpack: FromDLPack) -> str:
 @_case("a torch CUDA tensor with device=<CPU> imports a host copy; "
        "copy=False raises")
 def torch_cuda_to_cpu_copies(from_dlpack: FromDLPack) -> str:
-  """Fails if the result is not on the CPU device, holds wrong values, or
-  copy=False does not raise."""
+  """Fails if the result is off the CPU or wrong, or copy=False imports.
+
+  The result must be on the CPU device and hold the right values;
+  copy=False must raise.
+  """
   _require_gpu()
   torch = _require_torch_cuda()
   cpu = jax.devices("cpu")[0]
@@ -1170,9 +1185,11 @@ def _pinned(torch: Any, tensor: Any) -> Any:
 
 
 def _pinned_result_device(result: Any, gpu: Any) -> str:
-  """Where a pinned-host import lies: its GPU or a CPU device, both of which
-  can address that memory. The standard's "the same device" has no single
-  JAX reading for pinned host memory: this is reported, not judged."""
+  """Where a pinned-host import lies: its GPU or a CPU device.
+
+  Both can address that memory. The standard's "the same device" has no
+  single JAX reading for pinned host memory: this is reported, not judged.
+  """
   device, = result.devices()
   assert device == gpu or device.platform == "cpu", f"on {device}"
   return f"{device} ({result.sharding.memory_kind})"
@@ -1181,9 +1198,11 @@ def _pinned_result_device(result: Any, gpu: Any) -> str:
 @_case("a pinned-host torch tensor (kDLCUDAHost) imports with its values, "
        "on its GPU or a CPU device")
 def torch_pinned_host_imports(from_dlpack: FromDLPack) -> str:
-  """Fails if the import raises (torch's host __dlpack__ refuses a CUDA
-  stream; its capsule says kDLCPU where __dlpack_device__ says
-  kDLCUDAHost), reads wrong values, or lands on another GPU."""
+  """Fails if the import raises, reads wrong values, or lands on another GPU.
+
+  It could raise since torch's host __dlpack__ refuses a CUDA stream, and
+  its capsule says kDLCPU where __dlpack_device__ says kDLCUDAHost.
+  """
   gpu = _require_gpu()
   torch = _require_torch_cuda()
   source = _pinned(torch, torch.arange(16, dtype=torch.float32))
@@ -1198,9 +1217,11 @@ def torch_pinned_host_imports(from_dlpack: FromDLPack) -> str:
 
 @_case("a pinned-host torch tensor with copy=True comes back independent")
 def torch_pinned_host_copy_true_is_independent(from_dlpack: FromDLPack) -> str:
-  """Fails if the result sees a write to the source made after the import
-  (shared, or copied by a transfer still running when from_dlpack
-  returned)."""
+  """Fails if the result sees a write to the source made after the import.
+
+  It would see one if shared, or if copied by a transfer still running when
+  from_dlpack returned.
+  """
   gpu = _require_gpu()
   torch = _require_torch_cuda()
   source = _pinned(torch, torch.arange(16, dtype=torch.float32))
@@ -1214,8 +1235,11 @@ def torch_pinned_host_copy_true_is_independent(from_dlpack: FromDLPack) -> str:
 @_case("a strided view of a pinned-host torch tensor imports by a copy; "
        "copy=False raises")
 def torch_pinned_host_strided_imports(from_dlpack: FromDLPack) -> str:
-  """Fails on wrong values (the view read as row-major), a result that sees
-  later writes to the source, or copy=False importing instead of raising."""
+  """Fails on wrong values, a shared result, or copy=False importing.
+
+  Wrong values are the view read as row-major; a shared result sees later
+  writes to the source; copy=False must raise instead of importing.
+  """
   gpu = _require_gpu()
   torch = _require_torch_cuda()
   base = _pinned(torch, torch.arange(32, dtype=torch.float32))
@@ -1231,9 +1255,11 @@ def torch_pinned_host_strided_imports(from_dlpack: FromDLPack) -> str:
 
 @_case("a NumPy array with device=<GPU> moves there; copy=False raises")
 def numpy_to_gpu_moves(from_dlpack: FromDLPack) -> str:
-  """Fails if the result is not on the GPU, sees a write made to the source
-  after the import (a transfer still reading it), or copy=False does not
-  raise."""
+  """Fails if the result is off the GPU or still copying, or copy=False imports.
+
+  A result still copying sees a write made to the source after the import
+  (a transfer still reading it); copy=False must raise.
+  """
   gpu = _require_gpu()
   source = aligned_array((16,))
   result = from_dlpack(source, device=gpu)
@@ -1260,8 +1286,11 @@ def cupy_array_shares(from_dlpack: FromDLPack) -> str:
 
 @_case("a strided CuPy array imports by a copy on the GPU")
 def cupy_strided_imports(from_dlpack: FromDLPack) -> str:
-  """Fails on wrong values (negative strides read as positive, say) or a
-  result off the GPU (copied through the host)."""
+  """Fails on wrong values or a result off the GPU.
+
+  Wrong values are negative strides read as positive, say; a result off the
+  GPU was copied through the host.
+  """
   gpu = _require_gpu()
   cupy = _require_cupy()
   source = cupy.arange(64, dtype=cupy.float32).reshape(8, 8)[::3, ::-2]
@@ -1274,8 +1303,10 @@ def cupy_strided_imports(from_dlpack: FromDLPack) -> str:
 @_case("a JAX CUDA array's DLPack round trip stays on its GPU, unshared "
        "only when asked")
 def jax_cuda_round_trip(from_dlpack: FromDLPack) -> str:
-  """Fails if the result leaves the GPU, copy=False copies (another buffer
-  address) or copy=True shares (the same address)."""
+  """Fails if the result leaves the GPU, copy=False copies or copy=True shares.
+
+  A copy has another buffer address; a shared buffer, the same address.
+  """
   gpu = _require_gpu()
   source = jax.device_put(jax.numpy.arange(16.0), gpu)
   shared = from_dlpack(DLPackOnly(source), copy=False)
@@ -1290,8 +1321,11 @@ def jax_cuda_round_trip(from_dlpack: FromDLPack) -> str:
 
 @_case("a JAX CUDA array exports to torch without a copy, READ_ONLY")
 def jax_cuda_exports_to_torch(from_dlpack: FromDLPack) -> str:
-  """Fails if the 1.x capsule is not READ_ONLY or not on kDLCUDA, or torch
-  gets another address (a copy) or a tensor off the GPU."""
+  """Fails on a wrong 1.x capsule, or a wrong tensor in torch.
+
+  The capsule must be READ_ONLY and on kDLCUDA; torch must get the same
+  address (not a copy) and a tensor on the GPU.
+  """
   del from_dlpack
   gpu = _require_gpu()
   torch = _require_torch_cuda()

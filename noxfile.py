@@ -336,8 +336,9 @@ def series(session: nox.Session) -> None:
   # Again at the other end of the target's jaxlib range, where jaxlib
   # cannot read DLPack 1.x capsules and the series converts them.
   minimum = session.run(
-      "python", "-c", "import pathlib, sys; from jax_patch._delivery import series;"
-      "print('.'.join(map(str, series.read_target("
+      "python", "-c", "import pathlib, sys; "
+      "from jax_patch._delivery import series_tree;"
+      "print('.'.join(map(str, series_tree.read_target("
       "pathlib.Path(sys.argv[1])).min_jaxlib)))", str(tree),
       silent=True).strip().splitlines()[-1]
   session.install("--no-deps", f"jaxlib=={minimum}")

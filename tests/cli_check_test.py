@@ -29,7 +29,7 @@ from absl.testing import parameterized
 import jax
 
 from jax_patch._delivery import cli
-from jax_patch._src import conformance
+from jax_patch.testing import conformance
 
 _LONG_REASON = ("the result aliases the source although every one of the "
                 "conditions that the standard sets for a copy holds, " * 3)

@@ -35,9 +35,10 @@ import jax
 
 import jax_patch
 from jax_patch._delivery import cli
-from jax_patch._delivery import series
 from jax_patch._delivery import series_patches
+from jax_patch._delivery import series_plan
 from jax_patch._delivery import series_reports
+from jax_patch._delivery import series_tree
 from jax_patch._delivery import stubs
 
 # Not resolve(): under Bazel the runfiles tree is the project.
@@ -56,7 +57,7 @@ def _run(*argv: str) -> tuple[int, str, str]:
 
 def _fake_jax(root: pathlib.Path, version: str, minimum_jaxlib: str,
               dlpack_source: str = "") -> pathlib.Path:
-  """A tree with only what ``series.read_target`` reads."""
+  """A tree with only what ``series_tree.read_target`` reads."""
   (root / "jax" / "_src").mkdir(parents=True)
   (root / "jax" / "version.py").write_text(textwrap.dedent(f"""\
       _version = "{version}"
@@ -248,12 +249,12 @@ def _readme_queue() -> dict[int, tuple[list[int], str]]:
 class NumberingTest(_ScratchTest):
   """A pull request has one number, on every target: the README's."""
 
-  def target(self, name: str) -> series.Target:
-    return series.read_target(
+  def target(self, name: str) -> series_tree.Target:
+    return series_tree.read_target(
         _fake_jax(self.scratch / name, *_TARGETS[name]))
 
   def test_the_readme_table_has_every_pull_request_once(self) -> None:
-    numbers = sorted({series.pull_request_number(patch)
+    numbers = sorted({series_plan.pull_request_number(patch)
                       for patch in series_patches.SERIES})
     self.assertEqual(sorted(_readme_queue()), numbers)
     self.assertEqual(numbers, list(range(1, len(numbers) + 1)))
@@ -262,7 +263,7 @@ class NumberingTest(_ScratchTest):
     readme = (_ROOT / "README.md").read_text()
     rows = re.findall(r"^\| (\d{4}) \| `([a-z0-9-]+)`: ", readme, re.MULTILINE)
     self.assertEqual(
-        rows, [(f"{series.report_number(report):04d}", report.slug)
+        rows, [(f"{series_plan.report_number(report):04d}", report.slug)
                for report in series_reports.REPORTS])
 
   @parameterized.parameters(*_TARGETS)
@@ -272,34 +273,34 @@ class NumberingTest(_ScratchTest):
     readme = {number: after for number, (after, rest)
               in _readme_queue().items()
               if f"not in {name}'s series" not in rest}
-    self.assertEqual(series.dependency_numbers(target), readme)
+    self.assertEqual(series_plan.dependency_numbers(target), readme)
     self.assertEqual(
-        [number for number, _, _ in series.left_out(target)],
+        [number for number, _, _ in series_plan.left_out(target)],
         sorted(set(_readme_queue()) - set(readme)))
 
   def test_the_release_leaves_out_a_number_and_says_why(self) -> None:
     target = self.target("0.12.0.1")
-    left = series.left_out(target)
+    left = series_plan.left_out(target)
     self.assertLen(left, 1)
     number, subject, why = left[0]
     self.assertIn("non-row-major", subject)
     self.assertEqual(why, "not needed for its jaxlib range")
-    self.assertNotIn(number, series.dependency_numbers(target))
-    self.assertIn(number + 1, series.dependency_numbers(target))
+    self.assertNotIn(number, series_plan.dependency_numbers(target))
+    self.assertIn(number + 1, series_plan.dependency_numbers(target))
 
   def test_a_merged_pull_request_keeps_the_numbers_of_the_rest(self) -> None:
     target = self.target("main")
-    first = series.patches_for(target)[0]
+    first = series_plan.patches_for(target)[0]
     for edit in first.edits:  # The tree now holds the text it writes.
       with (target.root / edit.path).open("a") as merged_file:
         merged_file.write(edit.new)
-    merged = series.read_target(target.root)
-    left = series.left_out(merged)
+    merged = series_tree.read_target(target.root)
+    left = series_plan.left_out(merged)
     self.assertEqual(left[0], (1, first.subject, "already in the target"))
     # Main's every jaxlib has the non-row-major defect: the report instead.
     self.assertEqual([(number, why.split(":")[0]) for number, _, why in left[1:]],
                      [(15, "every jaxlib of its range has the defect")])
-    numbers = series.dependency_numbers(merged)
+    numbers = series_plan.dependency_numbers(merged)
     self.assertEqual(sorted(numbers), [*range(2, 15), 16, 17])
     # 0004 raised 0001's class: now on main, it needs nothing.
     self.assertEqual(numbers[4], [])
@@ -310,8 +311,8 @@ class NumberingTest(_ScratchTest):
 
 def _installed_is_a_target() -> bool:
   try:
-    series.read_target(_INSTALLED)
-  except series.SeriesError:
+    series_tree.read_target(_INSTALLED)
+  except series_tree.SeriesError:
     return False
   return True
 
@@ -329,13 +330,13 @@ class InstalledJaxNumberingTest(_ScratchTest):
     status, stdout, err = _run("series", "--against", str(_INSTALLED),
                                "--out", str(out), "--author", _AUTHOR)
     self.assertEqual(status, 0, err)
-    target = series.read_target(_INSTALLED)
-    expected = sorted(series.dependency_numbers(target))
+    target = series_tree.read_target(_INSTALLED)
+    expected = sorted(series_plan.dependency_numbers(target))
     for folder in (out, out / "stack"):
       self.assertEqual(
           [int(path.name[:4]) for path in sorted(folder.glob("*.patch"))],
           expected)
-    for number, subject, why in series.left_out(target):
+    for number, subject, why in series_plan.left_out(target):
       self.assertIn(f"left out {number:04d} ({why}): {subject}\n", stdout)
 
 

@@ -33,12 +33,12 @@ from jax._src import dlpack as jax_src_dlpack
 from jax._src import lib
 
 import jax_patch
-from jax_patch._delivery import cli
-from jax_patch._src import conformance
+from jax_patch._delivery import check
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
 from jax_patch._src import install
+from jax_patch.testing import conformance
 
 
 def _public_to_dlpack(module_name: str) -> Any:
@@ -215,7 +215,7 @@ class UntestedJaxTest(absltest.TestCase):
     # One case: the header is what is checked.
     with mock.patch.object(conformance, "CASES", conformance.CASES[:1]), \
         contextlib.redirect_stdout(output):
-      self.assertEqual(cli.check(), 0)
+      self.assertEqual(check.check(), 0)
     return output.getvalue().split("\n---", 1)[0]
 
   def test_check_header_names_an_untested_jax_and_the_tested_range(

@@ -45,10 +45,17 @@ import jax.numpy as jnp
 import jaxlib.version
 
 import jax_patch
-from jax_patch._delivery import series
+from jax_patch._delivery import series_check
+from jax_patch._delivery import series_gates
+from jax_patch._delivery import series_merge_queue
 from jax_patch._delivery import series_patches
+from jax_patch._delivery import series_plan
 from jax_patch._delivery import series_reports
-from jax_patch._src import conformance
+from jax_patch._delivery import series_runs
+from jax_patch._delivery import series_speed
+from jax_patch._delivery import series_tree
+from jax_patch._delivery import series_write
+from jax_patch.testing import conformance
 from tests import fresh_process
 
 _CASE_NAMES = {case.name for case in conformance.CASES}
@@ -60,10 +67,10 @@ _INSTALLED_JAXLIB = tuple(
     int(part) for part in jaxlib.version.__version__.split(".")[:3])
 
 
-def _installed_target() -> series.Target | None:
+def _installed_target() -> series_tree.Target | None:
   try:
-    return series.read_target(_INSTALLED_ROOT)
-  except series.SeriesError:
+    return series_tree.read_target(_INSTALLED_ROOT)
+  except series_tree.SeriesError:
     return None
 
 
@@ -86,7 +93,7 @@ def _missing_gate_tools() -> str | None:
 def _installed_series() -> tuple[series_patches.SeriesPatch, ...]:
   target = _installed_target()
   assert target is not None
-  return series.patches_for(target)
+  return series_plan.patches_for(target)
 
 
 def _fake_tree(root: pathlib.Path, minimum_jaxlib: str,
@@ -233,17 +240,17 @@ class SpeedTest(absltest.TestCase):
             "base export": 2.0, "export": export_us}
 
   def test_within_the_tolerance_passes(self) -> None:
-    self.assertEqual(series._too_slow(self._patch(), self._speed(24.0, 2.4)),  # pylint: disable=protected-access
+    self.assertEqual(series_speed._too_slow(self._patch(), self._speed(24.0, 2.4)),  # pylint: disable=protected-access
                      "")
 
   def test_a_slower_import_or_export_fails(self) -> None:
-    slow = series._too_slow(self._patch(), self._speed(26.0, 2.6))  # pylint: disable=protected-access
+    slow = series_speed._too_slow(self._patch(), self._speed(26.0, 2.6))  # pylint: disable=protected-access
     self.assertIn("import takes 1.30x", slow)
     self.assertIn("export takes 1.30x", slow)
 
   def test_a_stated_cost_is_not_held_against_the_tolerance(self) -> None:
     patch = self._patch(speed_cost="Waiting for the copy costs 1 us.\n")
-    self.assertEqual(series._too_slow(patch, self._speed(30.0, 2.0)), "")  # pylint: disable=protected-access
+    self.assertEqual(series_speed._too_slow(patch, self._speed(30.0, 2.0)), "")  # pylint: disable=protected-access
     self.assertIn("## What it costs\n\nWaiting for the copy costs 1 us.",
                   series_patches.description(patch))
 
@@ -266,10 +273,11 @@ class SpeedTest(absltest.TestCase):
              *again: dict[str, float]) -> tuple[str, int]:
     """What _timed says of a patch read ``first``, then ``again``: its
     verdict and how many times it measured again."""
-    with mock.patch.object(series, "_speed",
+    with mock.patch.object(series_speed, "_speed",
                            side_effect=list(again)) as speed:
-      _, slow = series._timed(self._patch(), first, pathlib.Path("base"),  # pylint: disable=protected-access
-                              pathlib.Path("repo"), sys.executable)
+      _, slow = series_speed._timed(  # pylint: disable=protected-access
+          self._patch(), first, pathlib.Path("base"), pathlib.Path("repo"),
+          sys.executable)
     return slow, speed.call_count
 
   def test_a_reading_within_the_tolerance_is_not_measured_again(
@@ -307,17 +315,17 @@ class SpeedTest(absltest.TestCase):
       return subprocess.CompletedProcess(
           [], 0, f'{{"import": {reading}, "export": 2.0}}\n', "")
 
-    with mock.patch.object(series, "_run", fake_run):
-      times = series._time_trees(trees, sys.executable, rounds=3)  # pylint: disable=protected-access
+    with mock.patch.object(series_tree, "run", fake_run):
+      times = series_speed._time_trees(trees, sys.executable, rounds=3)  # pylint: disable=protected-access
     self.assertEqual(order, trees * 3)
     self.assertEqual([each["import"] for each in times], [20.0, 21.0, 22.0])
     self.assertEqual([each["export"] for each in times], [2.0] * 3)
 
   def test_a_speed_patch_must_reach_its_target(self) -> None:
     patch = self._patch(speed_target=0.35)
-    self.assertEqual(series._too_slow(patch, self._speed(6.0, 2.0)), "")  # pylint: disable=protected-access
+    self.assertEqual(series_speed._too_slow(patch, self._speed(6.0, 2.0)), "")  # pylint: disable=protected-access
     self.assertIn("target is 0.35x",
-                  series._too_slow(patch, self._speed(8.0, 2.0)))  # pylint: disable=protected-access
+                  series_speed._too_slow(patch, self._speed(8.0, 2.0)))  # pylint: disable=protected-access
 
 
 class StackSpeedTest(absltest.TestCase):
@@ -328,18 +336,18 @@ class StackSpeedTest(absltest.TestCase):
             "base export": 2.0, "export": export_us}
 
   def test_within_the_targets_passes(self) -> None:
-    self.assertEqual(series._stack_too_slow(self._speed(7.0, 2.0)), "")  # pylint: disable=protected-access
+    self.assertEqual(series_speed._stack_too_slow(self._speed(7.0, 2.0)), "")  # pylint: disable=protected-access
     # The export's target allows the noise of whole processes.
-    self.assertEqual(series._stack_too_slow(self._speed(7.0, 2.08)), "")  # pylint: disable=protected-access
+    self.assertEqual(series_speed._stack_too_slow(self._speed(7.0, 2.08)), "")  # pylint: disable=protected-access
 
   def test_an_import_over_its_target_fails(self) -> None:
-    self.assertEqual(series._stack_too_slow(self._speed(7.2, 2.0)),  # pylint: disable=protected-access
+    self.assertEqual(series_speed._stack_too_slow(self._speed(7.2, 2.0)),  # pylint: disable=protected-access
                      "import takes 0.36x the base's time; the target is "
                      "0.35x")
 
   def test_a_slower_export_fails(self) -> None:
     self.assertIn("export takes 1.10x",
-                  series._stack_too_slow(self._speed(7.0, 2.2)))  # pylint: disable=protected-access
+                  series_speed._stack_too_slow(self._speed(7.0, 2.2)))  # pylint: disable=protected-access
 
 
 class NewTestsFailOnTheirBaseTest(absltest.TestCase):
@@ -371,7 +379,7 @@ class NewTestsFailOnTheirBaseTest(absltest.TestCase):
           "import unittest\n\n\nclass DLPackTest(unittest.TestCase):\n\n"
           + anchor)
       self.assertEqual(
-          series._tests_pass_before(repo, sys.executable, patch),  # pylint: disable=protected-access
+          series_runs.tests_pass_before(repo, sys.executable, patch),
           {"testShowsNothing": "passed", "testSkippedHere": "skipped"})
 
 
@@ -497,9 +505,9 @@ class ChangelogEntryTest(parameterized.TestCase):
       (patch.slug, patch) for patch in series_patches.SERIES)
   def test_every_entry_lands_in_the_stand_in(
       self, patch: series_patches.SeriesPatch) -> None:
-    target = series.Target(pathlib.Path("/nonexistent"), "0.12.0.1", (0, 11),
-                           (0, 12), False, False)
-    stand_in = series.changelog_stand_in(target)
+    target = series_tree.Target(pathlib.Path("/nonexistent"), "0.12.0.1",
+                                (0, 11), (0, 12), False, False)
+    stand_in = series_tree.changelog_stand_in(target)
     text = series_patches.with_changelog_entry(stand_in, patch)
     self.assertTrue(text.endswith(self._item(patch) + "\n\n## JAX 0.12.0.1\n"),
                     text)
@@ -543,14 +551,14 @@ class LintTest(absltest.TestCase):
 
   def _lint(self, base: Any = None,
             ruff_before: Any = None) -> dict[str, str]:
-    return series._lint(self.repo, sys.executable, ["jax/m.py"],  # pylint: disable=protected-access
-                        ruff_before or collections.Counter(), base)
+    return series_gates.lint(self.repo, sys.executable, ["jax/m.py"],
+                             ruff_before or collections.Counter(), base)
 
   def _ruff_findings(self) -> Any:
-    return series._ruff_findings(self.repo, sys.executable, ["jax/m.py"])  # pylint: disable=protected-access
+    return series_gates.ruff_findings(self.repo, sys.executable, ["jax/m.py"])
 
   def test_clean_code_passes_every_gate(self) -> None:
-    base = series._pyrefly_errors(self.repo, sys.executable)  # pylint: disable=protected-access
+    base = series_gates.pyrefly_errors(self.repo, sys.executable)
     self.assertEqual(self._lint(base), {})
 
   def test_hooks_find_whitespace_end_of_file_debuggers_and_syntax(
@@ -585,13 +593,13 @@ class LintTest(absltest.TestCase):
     self._write("x: int = 'a'\n")
     (self.repo / "jax/excluded").mkdir()
     (self.repo / "jax/excluded/e.py").write_text("y: int = 'a'\n")
-    errors = series._pyrefly_errors(self.repo, sys.executable)  # pylint: disable=protected-access
+    errors = series_gates.pyrefly_errors(self.repo, sys.executable)
     # The tree's own excludes still hold.
     self.assertEqual([path for path, _, _ in errors], ["jax/m.py"])
 
   def test_pyrefly_reports_only_errors_the_base_lacks(self) -> None:
     self._write("x: int = 'a'\n")
-    base = series._pyrefly_errors(self.repo, sys.executable)  # pylint: disable=protected-access
+    base = series_gates.pyrefly_errors(self.repo, sys.executable)
     self.assertLen(base, 1)
     self._write("\n\nx: int = 'a'\n")  # The same error, moved down.
     self.assertNotIn("pyrefly (whole tree)", self._lint(base))
@@ -614,15 +622,15 @@ class AuthorTest(absltest.TestCase):
         "GIT_CONFIG_NOSYSTEM": "1"}))
 
   def test_author_argument_is_parsed(self) -> None:
-    self.assertEqual(series.author_from(" Ada Lovelace <ada@example.com> ",
-                                        self.root),
-                     ("Ada Lovelace", "ada@example.com"))
+    self.assertEqual(
+        series_tree.author_from(" Ada Lovelace <ada@example.com> ", self.root),
+        ("Ada Lovelace", "ada@example.com"))
 
   def test_malformed_author_is_refused(self) -> None:
     for author in ("Ada", "<ada@example.com>", "Ada <ada>", "Ada ada@x.y"):
       with self.subTest(author):
-        with self.assertRaisesRegex(series.SeriesError, "Name <email>"):
-          series.author_from(author, self.root)
+        with self.assertRaisesRegex(series_tree.SeriesError, "Name <email>"):
+          series_tree.author_from(author, self.root)
 
   def test_git_config_of_the_target_is_the_default(self) -> None:
     subprocess.run(["git", "init", "-q", str(self.root)], check=True)
@@ -630,12 +638,12 @@ class AuthorTest(absltest.TestCase):
                        ("user.email", "grace@example.com")):
       subprocess.run(["git", "-C", str(self.root), "config", key, value],
                      check=True)
-    self.assertEqual(series.author_from(None, self.root),
+    self.assertEqual(series_tree.author_from(None, self.root),
                      ("Grace Hopper", "grace@example.com"))
 
   def test_no_author_anywhere_is_refused(self) -> None:
-    with self.assertRaisesRegex(series.SeriesError, "--author"):
-      series.author_from(None, self.root)
+    with self.assertRaisesRegex(series_tree.SeriesError, "--author"):
+      series_tree.author_from(None, self.root)
 
 
 class RuntimeProbeTest(absltest.TestCase):
@@ -664,19 +672,19 @@ class TargetTest(absltest.TestCase):
     self.root = pathlib.Path(scratch.name)
 
   def test_reads_version_and_jaxlib_range(self) -> None:
-    target = series.read_target(_fake_tree(self.root, "0.11.2"))
+    target = series_tree.read_target(_fake_tree(self.root, "0.11.2"))
     self.assertEqual(target.jax_version, "0.99.0")
     self.assertEqual(target.min_jaxlib, (0, 11, 2))
     self.assertEqual(target.max_jaxlib, (0, 99, 0))
     self.assertFalse(target.has_interop_test)
 
   def test_refuses_a_jax_supporting_jaxlib_older_than_0_11(self) -> None:
-    with self.assertRaisesRegex(series.SeriesError, "jax-patch vendor"):
-      series.read_target(_fake_tree(self.root, "0.10.2"))
+    with self.assertRaisesRegex(series_tree.SeriesError, "jax-patch vendor"):
+      series_tree.read_target(_fake_tree(self.root, "0.10.2"))
 
   def test_refuses_a_folder_without_jax(self) -> None:
-    with self.assertRaisesRegex(series.SeriesError, "not a JAX tree"):
-      series.read_target(self.root)
+    with self.assertRaisesRegex(series_tree.SeriesError, "not a JAX tree"):
+      series_tree.read_target(self.root)
 
   def test_a_jaxlib_fix_comes_gated_only_where_the_range_straddles_it(
       self) -> None:
@@ -701,19 +709,20 @@ class TargetTest(absltest.TestCase):
     creating = series_patches.SeriesPatch(
         slug="creates", subject="s", body="b", claims=(),
         edits=(series_patches.Edit(_NEW_MODULE, "", "x\n"),))
-    with self.assertRaisesRegex(series.SeriesError, "which it creates, exists"):
-      series._apply(creating, tree, with_tests=False)  # pylint: disable=protected-access
+    with self.assertRaisesRegex(series_tree.SeriesError,
+                                "which it creates, exists"):
+      series_tree.apply(creating, tree, with_tests=False)
     (tree / _NEW_MODULE).unlink()
-    self.assertEqual(series._apply(creating, tree, with_tests=False),  # pylint: disable=protected-access
+    self.assertEqual(series_tree.apply(creating, tree, with_tests=False),
                      [_NEW_MODULE])
     self.assertEqual((tree / _NEW_MODULE).read_text(), "x\n")
 
   def test_names_the_patch_whose_text_is_missing(self) -> None:
     tree = _fake_tree(self.root / "jax-src", "0.11.0", "# no from_dlpack\n")
-    with self.assertRaisesRegex(series.SeriesError,
+    with self.assertRaisesRegex(series_tree.SeriesError,
                                 "patch 'exception-classes'.*0 copies"):
-      series.write_series(series.read_target(tree), self.root / "out",
-                          _AUTHOR)
+      series_write.write_series(series_tree.read_target(tree),
+                                self.root / "out", _AUTHOR)
 
 
 class VersionMatrixTest(absltest.TestCase):
@@ -767,7 +776,8 @@ class InstalledJaxSeriesTest(absltest.TestCase):
   scratch: Any
   patches: list[pathlib.Path]
   stack: list[pathlib.Path]
-  _checked: tuple[list[series.StepResult], list[series.StepResult]] | None
+  _checked: tuple[list[series_check.StepResult],
+                 list[series_check.StepResult]] | None
 
   @classmethod
   def setUpClass(cls) -> None:
@@ -777,25 +787,26 @@ class InstalledJaxSeriesTest(absltest.TestCase):
       raise unittest.SkipTest(why)
     cls.scratch = tempfile.TemporaryDirectory()
     out = pathlib.Path(cls.scratch.name) / "patches"
-    target = series.read_target(_INSTALLED_ROOT)
-    cls.patches = series.write_series(target, out, _AUTHOR)
-    cls.stack = series.stack_files(out)
+    target = series_tree.read_target(_INSTALLED_ROOT)
+    cls.patches = series_write.write_series(target, out, _AUTHOR)
+    cls.stack = series_write.stack_files(out)
     cls._checked = None
 
   @classmethod
-  def _check(cls) -> tuple[list[series.StepResult], list[series.StepResult]]:
+  def _check(cls) -> tuple[list[series_check.StepResult],
+                          list[series_check.StepResult]]:
     """The stack's steps and the pull requests alone, checked once (minutes:
     the version matrix's run on JAX 0.12.0.1 leaves these cases to the
     series session, which checks the same files; noxfile.py)."""
     checked = cls._checked
     if checked is None:
-      target = series.read_target(_INSTALLED_ROOT)
+      target = series_tree.read_target(_INSTALLED_ROOT)
       # Each check waits on processes of its own, in a scratch tree of its
       # own: side by side, they take half the time on two cores.
       with futures.ThreadPoolExecutor(max_workers=2) as pool:
-        steps = pool.submit(series.check_series, target, cls.stack,
+        steps = pool.submit(series_check.check_series, target, cls.stack,
                             python=sys.executable)
-        alone = pool.submit(series.check_alone, target, cls.patches,
+        alone = pool.submit(series_check.check_alone, target, cls.patches,
                             python=sys.executable)
         checked = cls._checked = steps.result(), alone.result()
     return checked
@@ -819,7 +830,7 @@ class InstalledJaxSeriesTest(absltest.TestCase):
     # after it, whose cost must not be counted again in the dependent's;
     # those between go on the base too. The stand-in clock reads a tree
     # holding the first's change 4 us slower.
-    target = series.read_target(_INSTALLED_ROOT)
+    target = series_tree.read_target(_INSTALLED_ROOT)
     first = _installed_series()[0]
     count = 1 + next(
         index for index, patch in enumerate(_installed_series())
@@ -840,11 +851,11 @@ class InstalledJaxSeriesTest(absltest.TestCase):
       return [{"import": 24.0 if first_class in text else 20.0,
                "export": 2.0} for text in texts]
 
-    with mock.patch.object(series, "_time_trees", fake_time_trees), \
-        mock.patch.object(series, "_speed", side_effect=AssertionError(
+    with mock.patch.object(series_speed, "_time_trees", fake_time_trees), \
+        mock.patch.object(series_speed, "_speed", side_effect=AssertionError(
             "measured again: a reading was over the tolerance")):
-      steps = series.check_alone(target, self.patches[:count],
-                                 python=sys.executable, speed=True)
+      steps = series_check.check_alone(target, self.patches[:count],
+                                       python=sys.executable, speed=True)
     self.assertEqual([step.slow for step in steps], [""] * count)
     # Only the dependent is cut on the first's tree.
     self.assertEqual([step.speed["base import"] for step in steps],
@@ -858,14 +869,14 @@ class InstalledJaxSeriesTest(absltest.TestCase):
 
   def test_a_pull_request_without_dependencies_applies_to_the_base(
       self) -> None:
-    target = series.read_target(_INSTALLED_ROOT)
-    numbers = series.dependency_numbers(target)
+    target = series_tree.read_target(_INSTALLED_ROOT)
+    numbers = series_plan.dependency_numbers(target)
     alone = [patch_file for patch_file, patch
              in zip(self.patches, _installed_series())
-             if not numbers[series.pull_request_number(patch)]]
+             if not numbers[series_plan.pull_request_number(patch)]]
     self.assertGreaterEqual(len(alone), 5)
     with tempfile.TemporaryDirectory() as scratch:
-      repo = series._scratch_repo(target, pathlib.Path(scratch))  # pylint: disable=protected-access
+      repo = series_tree.scratch_repo(target, pathlib.Path(scratch))
       for patch_file in alone:
         with self.subTest(patch_file.name):
           done = subprocess.run(
@@ -875,22 +886,22 @@ class InstalledJaxSeriesTest(absltest.TestCase):
 
   def test_a_merged_pull_request_drops_out_and_frees_those_after_it(
       self) -> None:
-    target = series.read_target(_INSTALLED_ROOT)
+    target = series_tree.read_target(_INSTALLED_ROOT)
     first, *_ = _installed_series()
     with tempfile.TemporaryDirectory() as scratch:
-      main = series._scratch_repo(target, pathlib.Path(scratch))  # pylint: disable=protected-access
-      series._apply(first, main, with_tests=False)  # pylint: disable=protected-access
-      merged = series.read_target(main)
-      self.assertEqual(series.merged_in(merged), [first.subject])
-      rest = series.patches_for(merged)
+      main = series_tree.scratch_repo(target, pathlib.Path(scratch))
+      series_tree.apply(first, main, with_tests=False)
+      merged = series_tree.read_target(main)
+      self.assertEqual(series_plan.merged_in(merged), [first.subject])
+      rest = series_plan.patches_for(merged)
       self.assertEqual(rest, _installed_series()[1:])
       # One that raises the first's class: only the first went before it.
       raising = rest.index(next(patch for patch in rest
                                 if patch.depends_on == (first.behaviour,)))
-      self.assertEqual(series.dependency_numbers(merged)[
-          series.pull_request_number(rest[raising])], [])
+      self.assertEqual(series_plan.dependency_numbers(merged)[
+          series_plan.pull_request_number(rest[raising])], [])
       out = pathlib.Path(scratch) / "out"
-      written = series.write_series(merged, out, _AUTHOR)
+      written = series_write.write_series(merged, out, _AUTHOR)
       self.assertLen(written, len(rest))
       done = subprocess.run(
           ["git", "-C", str(main), "apply", "--check", str(written[raising])],
@@ -899,7 +910,8 @@ class InstalledJaxSeriesTest(absltest.TestCase):
 
   def test_the_queue_merges_in_order_rebasing_changelog_conflicts(
       self) -> None:
-    queue = series.merge_queue(series.read_target(_INSTALLED_ROOT))
+    queue = series_merge_queue.merge_queue(
+        series_tree.read_target(_INSTALLED_ROOT))
     self.assertEqual(queue.conflicts, {})
     # Pull requests that add to the same section conflict in CHANGELOG.md,
     # and merge once rebased: without the rebase, these were conflicts.
@@ -947,15 +959,15 @@ class InstalledJaxSeriesTest(absltest.TestCase):
 
   def test_the_queue_file_names_each_pull_request_and_its_dependencies(
       self) -> None:
-    queue = series.read_queue(self.patches[0].parent)
+    queue = series_write.read_queue(self.patches[0].parent)
     self.assertEqual([entry["patch"] for entry in queue],
                      [patch_file.name for patch_file in self.patches])
     self.assertEqual([entry["title"] for entry in queue],
                      [patch.subject for patch in _installed_series()])
     by_number = {int(patch_file.name[:4]): patch_file.name
                  for patch_file in self.patches}
-    dependencies = series.dependency_numbers(
-        series.read_target(_INSTALLED_ROOT))
+    dependencies = series_plan.dependency_numbers(
+        series_tree.read_target(_INSTALLED_ROOT))
     titles = {entry["patch"]: entry["title"] for entry in queue}
     for entry in queue:
       with self.subTest(entry["patch"]):

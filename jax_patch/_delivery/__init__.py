@@ -19,7 +19,9 @@ installed or vendored. This package writes them into a JAX tree and takes
 them out (``vendor``), sets our declarations in JAX's own files
 (``source_patch``, ``stubs``), corrects JAX's DLPack test where it
 contradicts the standard (``jax_test_corrections``), prepares the upstream
-pull requests (``series``, one file per pull request in ``series_patches``)
-and runs the command line (``cli``). Nothing in ``jax_patch/_src`` imports
-it.
+pull requests (``series``, the command, over one module per job:
+``series_tree``, ``series_plan``, ``series_write``, ``series_check`` and
+the rest; one file per pull request in ``series_patches``), runs the
+conformance cases (``check``) and the command line (``cli``). Nothing in
+``jax_patch/_src`` imports it.
 """

@@ -17,298 +17,27 @@
 from __future__ import annotations
 
 import argparse
-from concurrent import futures
-import dataclasses
 import importlib.metadata
 import importlib.util
-import json
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 from typing import Any
-import warnings
 from collections.abc import Sequence
 
-_DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
-
-
-def _ensure_cpu_devices(count: int) -> None:
-  # Read when JAX first creates its CPU backend, which has not happened yet.
-  flags = os.environ.get("XLA_FLAGS", "")
-  if _DEVICE_COUNT_FLAG not in flags:
-    os.environ["XLA_FLAGS"] = f"{flags} {_DEVICE_COUNT_FLAG}={count}".strip()
-
-
-_OUTCOMES = {True: "passed", False: "failed", None: "skipped"}
-_SHOWN = {"passed": "ok", "failed": "FAIL", "skipped": "skipped"}
-_COLUMN = 9  # "upstream" and "patched", padded
-
-
-def _run_cases() -> list[dict[str, Any]]:
-  """Runs every case upstream, then patched; one record per case."""
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  import jax_patch  # pylint: disable=g-import-not-at-top
-  from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
-  from jax_patch._src import install  # pylint: disable=g-import-not-at-top
-
-  if jax_patch.is_installed():
-    jax_patch.uninstall()
-  upstream = jnp.from_dlpack
-  records = []
-  for case in conformance.CASES:
-    before, upstream_passed = conformance.run_case(case, upstream)
-    with warnings.catch_warnings():
-      # The header says it; install()'s warning would split the table.
-      warnings.simplefilter("ignore", install.UntestedJaxWarning)
-      with jax_patch.patched():
-        after, passed = conformance.run_case(case, jax_patch.from_dlpack)
-    records.append({
-        "name": case.name, "behaviour": case.behaviour,
-        "upstream": {"outcome": _OUTCOMES[upstream_passed],
-                     "detail": before},
-        "patched": {"outcome": _OUTCOMES[passed], "detail": after}})
-  return records
-
-
-def _summary(records: list[dict[str, Any]], column: str) -> dict[str, int]:
-  counts = {outcome: 0 for outcome in _OUTCOMES.values()}
-  for record in records:
-    counts[record[column]["outcome"]] += 1
-  return counts
-
-
-def _summary_line(column: str, counts: dict[str, int]) -> str:
-  return (f"{column}: {counts['passed']} passed, {counts['failed']} failed, "
-          f"{counts['skipped']} skipped")
-
-
-def _print_table(records: list[dict[str, Any]], width: int) -> None:
-  """One row per case, its behaviour wrapped whole; then, in full, what
-  failed or was skipped in either column."""
-  header = f"{'upstream':<{_COLUMN}}{'patched':<{_COLUMN}}case"
-  print(header)
-  rule = "-" * width
-  print(rule)
-  indent = " " * (2 * _COLUMN)
-  for record in records:
-    cells = "".join(f"{_SHOWN[record[column]['outcome']]:<{_COLUMN}}"
-                    for column in ("upstream", "patched"))
-    print(textwrap.fill(record["behaviour"], width, initial_indent=cells,
-                        subsequent_indent=indent))
-  print(rule)
-  notable = [r for r in records
-             if r["upstream"]["outcome"] != "passed"
-             or r["patched"]["outcome"] != "passed"]
-  if notable:
-    print("Failed or skipped, in full:")
-  for record in notable:
-    print()
-    print(textwrap.fill(f"{record['behaviour']} [{record['name']}]", width))
-    for column in ("upstream", "patched"):
-      print(textwrap.fill(record[column]["detail"], width,
-                          initial_indent=f"  {column}: ",
-                          subsequent_indent="    "))
-  print()
-
-
-X64_MODES = ("on", "off")
-
-
-def check(as_json: bool = False, x64: str | None = None,
-          require_gpu: bool = False) -> int:
-  """Runs every conformance case against upstream JAX and the patch.
-
-  Prints a header naming the JAX, its CPU devices and its x64 mode, a
-  table, the full text of every failure and skip, and a summary line per
-  column; or, with ``as_json``, all of that as one JSON object. The header
-  says so when the running JAX is newer than the tested range.
-
-  Args:
-    as_json: print JSON instead.
-    x64: ``"on"`` or ``"off"`` sets ``jax_enable_x64`` for the run (and
-      puts back what it was after); ``"both"`` runs each mode in a child
-      process of its own (``check_both``); ``None`` keeps the mode the
-      environment gives (``JAX_ENABLE_X64``, or JAX's config).
-    require_gpu: also fail unless every GPU case passes for the patch and
-      no other case skips but those ``gpu_verdict`` allows; the verdict
-      names each case that fails it (``"require_gpu"`` in JSON).
-
-  Returns:
-    0 when every case passes (or is skipped) for the patch, and with
-    ``require_gpu`` the GPU requirement is met; 1 otherwise.
-  """
-  if x64 == "both":
-    return check_both(as_json, require_gpu)
-  _ensure_cpu_devices(4)
-  if x64 is None:
-    return _check_in_this_mode(as_json, require_gpu)
-  if x64 not in X64_MODES:
-    raise ValueError(f"x64 must be 'on', 'off', 'both' or None, not {x64!r}")
-  from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
-  previous = conformance.x64_enabled()
-  _set_x64(x64 == "on")
-  try:
-    return _check_in_this_mode(as_json, require_gpu)
-  finally:
-    _set_x64(previous)
-
-
-# A skip for the x64 mode, as conformance.require_x64 words it.
-_X64_SKIP = "skipped: holds with x64 "
-
-
-def gpu_verdict(records: list[dict[str, Any]]) -> dict[str, Any]:
-  """What ``check --require-gpu`` finds in one run's records.
-
-  Every GPU case (``conformance.GPU_CASES``) must pass for the patch; a skip
-  counts as a failure. So does any other case's skip, except where the case
-  never runs with JAX on CUDA (``conformance.SKIPS_WHERE_JAX_HAS_CUDA``) or
-  holds in the other x64 mode only (``--x64 both`` runs it there).
-
-  Returns:
-    ``{"met": bool, "not_passed": {case: what it said}, "allowed_skips":
-    {case: why it may skip}}``; a GPU case missing from the run is not
-    passed either.
-  """
-  from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
-  not_passed: dict[str, str] = {}
-  allowed: dict[str, str] = {}
-  for record in records:
-    name, outcome = record["name"], record["patched"]["outcome"]
-    detail = record["patched"]["detail"]
-    if name in conformance.GPU_CASES:
-      if outcome != "passed":
-        not_passed[name] = detail
-    elif outcome == "skipped":
-      if name in conformance.SKIPS_WHERE_JAX_HAS_CUDA:
-        allowed[name] = conformance.SKIPS_WHERE_JAX_HAS_CUDA[name]
-      elif detail.startswith(_X64_SKIP):
-        allowed[name] = ("holds in the other x64 mode only; a run in that "
-                         "mode (--x64 both) covers it")
-      else:
-        not_passed[name] = detail
-  ran = {record["name"] for record in records}
-  for name in sorted(conformance.GPU_CASES - ran):
-    not_passed[name] = "not run"
-  return {"met": not not_passed, "not_passed": not_passed,
-          "allowed_skips": allowed}
-
-
-def _print_gpu_verdict(verdict: dict[str, Any], width: int) -> None:
-  from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
-  not_passed = verdict["not_passed"]
-  if verdict["met"]:
-    print(f"--require-gpu: met: all {len(conformance.GPU_CASES)} GPU cases "
-          "passed, and no other case skipped without leave")
-  else:
-    gpu = sum(name in conformance.GPU_CASES for name in not_passed)
-    print(f"--require-gpu: FAILED: {len(not_passed)} cases did not pass "
-          f"({gpu} of the {len(conformance.GPU_CASES)} GPU cases; a skip "
-          "counts as a failure):")
-  for name, detail in not_passed.items():
-    print(textwrap.fill(f"{name}: {detail}", width, initial_indent="  ",
-                        subsequent_indent="    "))
-  if verdict["allowed_skips"]:
-    print("allowed to skip (never run with JAX on CUDA, or in this x64 "
-          "mode):")
-  for name, why in verdict["allowed_skips"].items():
-    print(textwrap.fill(f"{name}: {why}", width, initial_indent="  ",
-                        subsequent_indent="    "))
-
-
-def _set_x64(enabled: bool) -> None:
-  import jax  # pylint: disable=g-import-not-at-top
-  config: Any = jax.config  # Its methods carry no annotations.
-  config.update("jax_enable_x64", enabled)
-
-
-def _check_in_this_mode(as_json: bool, require_gpu: bool = False) -> int:
-  import jax  # pylint: disable=g-import-not-at-top
-  from jax_patch._src import conformance  # pylint: disable=g-import-not-at-top
-  from jax_patch._src import install  # pylint: disable=g-import-not-at-top
-
-  untested = install.untested_jax_message()
-  devices = len(jax.devices("cpu"))
-  mode = conformance.x64_mode()
-  if not as_json:
-    print(f"jax {jax.__version__}, {devices} CPU devices, {mode}; "
-          f"{len(conformance.CASES)} cases")
-    if untested is not None:
-      print(f"UNTESTED: {untested}")
-  records = _run_cases()
-  summary = {column: _summary(records, column)
-             for column in ("upstream", "patched")}
-  verdict = gpu_verdict(records) if require_gpu else None
-  width = max(60, shutil.get_terminal_size().columns - 1)
-  if as_json:
-    report = {"jax": jax.__version__, "cpu_devices": devices,
-              "x64": mode.split()[-1], "untested": untested,
-              "cases": records, "summary": summary}
-    if verdict is not None:
-      report["require_gpu"] = verdict
-    json.dump(report, sys.stdout, indent=2)
-    print()
-  else:
-    _print_table(records, width)
-    for column in ("upstream", "patched"):
-      print(_summary_line(column, summary[column]))
-    if verdict is not None:
-      _print_gpu_verdict(verdict, width)
-  gpu_unmet = verdict is not None and not verdict["met"]
-  return 1 if summary["patched"]["failed"] or gpu_unmet else 0
-
-
-def check_both(as_json: bool = False, require_gpu: bool = False) -> int:
-  """Runs ``check`` with x64 off, then on, each in a child process.
-
-  Each child starts with ``JAX_ENABLE_X64`` set, so JAX is in that mode
-  from its first use. Text output is each child's in turn, then one line
-  per mode; JSON is one object, ``{"x64": "both", "runs": {"off": ...,
-  "on": ...}}``, each run as ``check --json`` prints it.
-
-  Returns:
-    0 when the patch passes every case in both modes (and, with
-    ``require_gpu``, meets the GPU requirement in both), 1 otherwise.
-  """
-  outcomes = {}
-  runs = {}
-  done: subprocess.CompletedProcess[Any]
-  for mode in ("off", "on"):
-    env = dict(os.environ, JAX_ENABLE_X64="1" if mode == "on" else "0")
-    command = [sys.executable, "-m", "jax_patch", "check", "--x64", mode]
-    if require_gpu:
-      command.append("--require-gpu")
-    if as_json:
-      done = subprocess.run(command + ["--json"], env=env, text=True,
-                            stdout=subprocess.PIPE, check=False)
-      try:
-        runs[mode] = json.loads(done.stdout)
-      except json.JSONDecodeError:
-        runs[mode] = {"error": f"exit status {done.returncode}, no JSON",
-                      "output": done.stdout[-3000:]}
-    else:
-      sys.stdout.flush()  # The child writes to the same stream.
-      done = subprocess.run(command, env=env, check=False)
-      print()
-    outcomes[mode] = done.returncode
-  if as_json:
-    json.dump({"x64": "both", "runs": runs}, sys.stdout, indent=2)
-    print()
-  else:
-    for mode, code in outcomes.items():
-      print(f"x64 {mode}: {'passed' if code == 0 else 'FAILED'} "
-            f"(exit status {code})")
-  return 1 if any(outcomes.values()) else 0
+from jax_patch._delivery import check
 
 
 class _UsageError(Exception):
-  """A path given on the command line is no directory, or (where the
-  command writes there) cannot be made one: the command says so in one line
-  and exits 2, as argparse does for its own usage errors, writing nothing."""
+  """A path given on the command line is no directory, or cannot be made one.
+
+  (The latter where the command writes there.) The command says so in one
+  line and exits 2, as argparse does for its own usage errors, writing
+  nothing.
+  """
 
 
 def _directory(path: str, option: str) -> pathlib.Path:
@@ -326,8 +55,9 @@ def _directory(path: str, option: str) -> pathlib.Path:
 
 
 def _output_directory(path: str, option: str) -> pathlib.Path:
-  """``path``, given as ``option``, where it is a directory or can be made
-  one (its nearest existing parent is a directory). Makes nothing.
+  """``path``, given as ``option``, where it is or can be made a directory.
+
+  It can where its nearest existing parent is a directory. Makes nothing.
 
   Raises:
     _UsageError: it, or that parent, is no directory.
@@ -436,132 +166,20 @@ def _diff_command(args: argparse.Namespace) -> int:
 
 def _series_command(args: argparse.Namespace) -> int:
   from jax_patch._delivery import series  # pylint: disable=g-import-not-at-top
+  from jax_patch._delivery import series_tree  # pylint: disable=g-import-not-at-top
   root = _directory(args.against, "--against")
   out = _output_directory(args.out, "--out")
   try:
-    target = series.read_target(root)
-    patches = _write_series(target, out,
-                            series.author_from(args.author, root))
-  except (series.SeriesError, OSError) as err:
+    target, patches = series.write(root, out, args.author)
+  except (series_tree.SeriesError, OSError) as err:
     _error("series", err)
     return 1
-  for number, subject, why in series.left_out(target):
-    print(f"left out {number:04d} ({why}): {subject}")
-  print(f"wrote {len(patches)} patches for JAX {target.jax_version} "
-        f"(jaxlib >= {'.'.join(map(str, target.min_jaxlib))}) into {out}")
-  for patch in patches:
-    print(f"  {patch.name}")
-  print(f"  {series.QUEUE} (the order to send them in, and what each "
-        "goes on after)")
-  for report in series.report_files(out):
-    print(f"  {report.name} (a jaxlib defect, for JAX's issue tracker)")
   if not args.check:
     return 0
-  conflicts: dict[str, list[str]] = {}
-  alone: list[series.StepResult] = []
-  stack = series.stack_files(out)
-  # The stack and the pull requests alone are checked side by side, each
-  # in a scratch tree of its own (their processes take both cores); the
-  # pull requests are timed once the stack is done.
-  with futures.ThreadPoolExecutor(max_workers=1) as beside:
-    stacked = beside.submit(series.check_series, target, stack,
-                            python=args.python,
-                            interop_test=args.interop_test,
-                            gates=not args.runtime_only)
-    if not args.stack_only:
-      queue = series.merge_queue(target)
-      conflicts = queue.conflicts
-      for subject, files in queue.rebased.items():
-        print(f"merge queue: rebased, as its merge conflicted in "
-              f"{', '.join(files)}: {subject}")
-      for subject, files in conflicts.items():
-        print(f"merge queue: FAILED: {subject} conflicts in "
-              f"{', '.join(files)}")
-      if not conflicts:
-        print(f"merge queue: ok: the {len(patches)} pull requests merge in "
-              "order, the later rebased where a merge conflicts, into the "
-              "stack's tree")
-      alone = series.check_alone(target, patches, python=args.python,
-                                 interop_test=args.interop_test,
-                                 speed=args.speed, quiet=stacked.result)
-      _print_steps("pull request", alone, series.dependency_numbers(target))
-    results = stacked.result()
-  _print_steps("stack step", results, {})
-  # With --speed, the whole stack against the base: one check more.
-  speed_checks, stack_slow = 0, False
-  if args.speed and not args.stack_only:
-    whole = series.stack_speed(target, python=args.python)
-    _print_stack_speed(whole)
-    speed_checks, stack_slow = 1, bool(whole.slow)
-  reports = series.check_reports(target, python=args.python)
-  _print_reports(reports)
-  queue_checks = 0 if args.stack_only else 1
-  failed = (sum(not step.ok for step in alone + results) + bool(conflicts)
-            + queue_checks * len(patches) - len(alone)
-            + len(stack) - len(results)
-            + sum(not report.ok for report in reports)
-            + stack_slow)
-  checks = (queue_checks + speed_checks + len(alone) + len(results)
-            + len(reports))
-  print(f"{checks - failed} passed, {failed} failed")
-  return 1 if failed else 0
-
-
-def _write_series(target: Any, out: pathlib.Path,
-                  author: tuple[str, str]) -> list[pathlib.Path]:
-  """``series.write_series``; where it fails, the folders it made for
-  ``out`` go too."""
-  from jax_patch._delivery import series  # pylint: disable=g-import-not-at-top
-  made = next((each for each in reversed((out, *out.parents))
-               if not each.exists()), None)
-  try:
-    return series.write_series(target, out, author)
-  except BaseException:
-    if made is not None:
-      shutil.rmtree(made, ignore_errors=True)
-    raise
-
-
-def _print_reports(reports: list[Any]) -> None:
-  """Each report's reproducer: whether the installed jaxlib has the defect,
-  and whether that is what the report says of it."""
-  for report in reports:
-    said = {"reproduces": "reproduces",
-            "fixed": "fixed in this jaxlib"}.get(report.result, "did not run")
-    verdict = f"FAILED ({report.problem})" if report.problem else "ok"
-    print(f"report {report.number:04d}: {verdict}: {said}: {report.title}")
-    if report.problem:
-      print(textwrap.indent(report.detail, "    "))
-
-
-def _print_stack_speed(whole: Any) -> None:
-  """The whole stack's times against its base's, and the targets."""
-  from jax_patch._delivery import series  # pylint: disable=g-import-not-at-top
-  readings = ", ".join(
-      f"{name} {whole.speed['base ' + name]:.1f} -> {whole.speed[name]:.1f} "
-      f"us ({whole.ratio(name):.2f}x, target {target}x)"
-      for name, target in series.STACK_SPEED_TARGETS.items())
-  verdict = f"FAILED ({whole.slow})" if whole.slow else "ok"
-  print(f"stack speed: {verdict}: every pull request against the base: "
-        f"{readings}")
-
-
-def _print_steps(kind: str, results: list[Any],
-                 dependencies: dict[int, list[int]]) -> None:
-  for step in results:
-    after = dependencies.get(step.index)
-    on = (f" (after {', '.join(f'{each:04d}' for each in after)})"
-          if after else "")
-    interop = f" (DLPack test: {step.interop_test})" if step.interop_test else ""
-    if step.speed:
-      interop += " (speed: " + ", ".join(
-          f"{name} {step.speed['base ' + name]:.1f} -> "
-          f"{step.speed[name]:.1f} us" for name in ("import", "export")) + ")"
-    print(f"{kind} {step.index:04d}{on}: {'ok' if step.ok else 'FAILED'}: "
-          f"{step.subject}{interop}")
-    if not step.ok:
-      print(textwrap.indent(json.dumps(dataclasses.asdict(step), indent=1),
-                            "    "))
+  return series.check(target, out, patches, python=args.python,
+                      interop_test=args.interop_test,
+                      stack_only=args.stack_only,
+                      runtime_only=args.runtime_only, speed=args.speed)
 
 
 def _add_stubs_parser(commands: Any) -> None:
@@ -661,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
       "--json", action="store_true",
       help="print the results as one JSON object, for CI")
   check_parser.add_argument(
-      "--x64", choices=(*X64_MODES, "both"),
+      "--x64", choices=(*check.X64_MODES, "both"),
       help="run with jax_enable_x64 on or off, or both (each in a process "
       "of its own); default: the mode the environment gives "
       "(JAX_ENABLE_X64)")
@@ -747,8 +365,8 @@ def _run_command(args: argparse.Namespace) -> int:
   if args.command == "series":
     return _series_command(args)
   if args.command == "check":
-    return check(as_json=args.json, x64=args.x64,
-                 require_gpu=args.require_gpu)
+    return check.check(as_json=args.json, x64=args.x64,
+                       require_gpu=args.require_gpu)
   if args.command == "vendor":
     return _vendor_command(args)
   return _diff_command(args)

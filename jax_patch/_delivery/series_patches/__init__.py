@@ -25,8 +25,8 @@ names the cases that holds back). A defect in jaxlib's C++ is reported
 upstream, with a reproducer (``series_reports``), not worked around here.
 Each patch also adds its tests to JAX's ``tests/array_interoperability_test.py``
 where the target has it, and names the conformance cases
-(``conformance.CASES``) it makes pass; ``series.py`` checks each claim
-after applying the patches up to it.
+(``conformance.CASES``) it makes pass; ``series_check`` checks each
+claim after applying the patches up to it.
 
 An edit replaces one exact, unique text of the target: where JAX's text has
 moved, the series refuses with the patch and the text it looked for.
@@ -63,7 +63,7 @@ from jax_patch._delivery.series_patches import non_row_major
 from jax_patch._delivery.series_patches import strided_input
 
 
-# The package's interface: what series.py and the tests use.
+# The package's interface: what the series_* modules and the tests use.
 Edit = base.Edit
 SeriesPatch = base.SeriesPatch
 DLPACK = base.DLPACK
@@ -73,8 +73,7 @@ CHANGELOG = base.CHANGELOG
 
 def for_target(min_jaxlib: tuple[int, ...], max_jaxlib: tuple[int, ...]
                ) -> tuple[base.SeriesPatch, ...]:
-  """The series for a JAX supporting jaxlib ``min_jaxlib`` to
-  ``max_jaxlib``."""
+  """The series for a JAX supporting jaxlib ``min_jaxlib`` to ``max_jaxlib``."""
   return tuple(patch for patch in SERIES
                if patch.is_for(min_jaxlib, max_jaxlib))
 
@@ -167,10 +166,12 @@ NEEDS_JAXLIB: dict[str, tuple[int, ...]] = dict.fromkeys((
 
 
 def left_undone(jaxlib: tuple[int, ...]) -> frozenset[str]:
-  """The cases the fully applied series may fail with ``jaxlib``: those no
-  patch claims yet, those still in a deprecation period, those that need a
-  newer jaxlib, and those a jaxlib defect reported upstream
-  (``series_reports``) holds back."""
+  """The cases the fully applied series may fail with ``jaxlib``.
+
+  Those no patch claims yet, those still in a deprecation period, those
+  that need a newer jaxlib, and those a jaxlib defect reported upstream
+  (``series_reports``) holds back.
+  """
   return (NOT_YET_IN_SERIES | IN_DEPRECATION | needs_newer_jaxlib(jaxlib)
           | frozenset(
               case for report in series_reports.REPORTS
@@ -213,8 +214,10 @@ def changelog(patch: base.SeriesPatch) -> str:
 
 
 def _section_name(line: str) -> str | None:
-  """The section a top-level item of a release names ("* Bug fixes:"), if
-  ``line`` is one."""
+  """The section a top-level item of a release names, if ``line`` is one.
+
+  As in "* Bug fixes:".
+  """
   match = re.fullmatch(r"\* ([A-Z][A-Za-z ]*?):?\s*", line)
   return match.group(1).capitalize() if match else None
 
@@ -284,10 +287,13 @@ def added_tests(patch: base.SeriesPatch) -> list[str]:
 
 def description(patch: base.SeriesPatch,
                 dependencies: tuple[base.SeriesPatch, ...] = ()) -> str:
-  """The pull request's description: what was wrong, the standard's clause
-  and the measured upstream behaviour (the commit message's body), the
-  pull requests it goes on after (``dependencies``, by title), how to test
-  it, and its changelog entry."""
+  """The pull request's description, as its pull request's text.
+
+  What was wrong, the standard's clause and the measured upstream
+  behaviour (the commit message's body), the pull requests it goes on
+  after (``dependencies``, by title), how to test it, and its changelog
+  entry.
+  """
   parts = [f"# {patch.subject}\n", patch.body]
   if dependencies:
     parts.append(

@@ -12,9 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""What every pull request of the series is made of: the ``SeriesPatch``,
-its ``Edit``s, the JAX files they edit, and the places in JAX's DLPack test
-where pull requests add their tests without colliding.
+"""What every pull request of the series is made of.
+
+The ``SeriesPatch``, its ``Edit``s, the JAX files they edit, and the places
+in JAX's DLPack test where pull requests add their tests without colliding.
 """
 
 from __future__ import annotations
@@ -170,8 +171,10 @@ class SeriesPatch:
 
 def test_methods(source: str, before: str = END_OF_DLPACK_TEST
            ) -> tuple[Edit, ...]:
-  """Edits adding test methods (``source``) to DLPackTest: at its end, or
-  ``before`` one of its tests."""
+  """Edits adding test methods (``source``) to DLPackTest.
+
+  They go at its end, or ``before`` one of its tests.
+  """
   source = source.rstrip("\n") + "\n"
   if before == END_OF_DLPACK_TEST:
     return (Edit(INTEROP_TEST, before, "\n" + source + before),)
@@ -179,7 +182,9 @@ def test_methods(source: str, before: str = END_OF_DLPACK_TEST
 
 
 def test_helper(source: str, before: str) -> Edit:
-  """An edit adding module-level test code (``source``) ``before`` a
-  module-level anchor of JAX's test file."""
+  """An edit adding module-level test code (``source``) to JAX's test file.
+
+  It goes ``before`` a module-level anchor of that file.
+  """
   return Edit(INTEROP_TEST, before,
               "\n\n" + source.strip("\n") + "\n" + before)

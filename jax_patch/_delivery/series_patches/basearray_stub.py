@@ -12,8 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "basearray.pyi: declare __dlpack__'s keywords,
-__dlpack_device__" (dlpack-stubs).
+"""The dlpack-stubs pull request of the series.
+
+Its commit subject is "basearray.pyi: declare __dlpack__'s keywords,
+__dlpack_device__".
 """
 
 from __future__ import annotations

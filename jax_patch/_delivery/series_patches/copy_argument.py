@@ -12,8 +12,9 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "dlpack: from_dlpack checks copy, and takes NumPy bools"
-(copy-argument).
+"""The copy-argument pull request of the series.
+
+Its commit subject is "dlpack: from_dlpack checks copy, and takes NumPy bools".
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "dlpack: copy=True always returns an independent buffer"
-(copy-true-copies).
+"""The copy-true-copies pull request of the series.
+
+Its commit subject is "dlpack: copy=True always returns an independent buffer".
 """
 
 from __future__ import annotations

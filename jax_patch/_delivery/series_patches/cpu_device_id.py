@@ -12,8 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "array: __dlpack_device__ reports a CPU array's own device
-id" (cpu-dlpack-device-id).
+"""The cpu-dlpack-device-id pull request of the series.
+
+Its commit subject is "array: __dlpack_device__ reports a CPU array's own
+device id".
 """
 
 from __future__ import annotations

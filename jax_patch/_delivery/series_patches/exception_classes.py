@@ -12,8 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "dlpack: raise the Array API standard's exception classes"
-(exception-classes).
+"""The exception-classes pull request of the series.
+
+Its commit subject is "dlpack: raise the Array API standard's exception
+classes".
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "dlpack: a DLPack 0.x export holds a copy" (export-legacy-
-copy).
+"""The export-legacy-copy pull request of the series.
+
+Its commit subject is "dlpack: a DLPack 0.x export holds a copy".
 """
 
 from __future__ import annotations

@@ -12,8 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "dlpack: __dlpack__(dl_device=) of a missing platform is a
-BufferError" (export-missing-platform).
+"""The export-missing-platform pull request of the series.
+
+Its commit subject is "dlpack: __dlpack__(dl_device=) of a missing platform is
+a BufferError".
 """
 
 from __future__ import annotations

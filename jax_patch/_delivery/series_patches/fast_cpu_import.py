@@ -12,8 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "dlpack: import host arrays without a stream query or a re-
-wrap" (fast-cpu-import).
+"""The fast-cpu-import pull request of the series.
+
+Its commit subject is "dlpack: import host arrays without a stream query or a
+re-wrap".
 """
 
 from __future__ import annotations

@@ -12,8 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "dlpack: a copied or moved import has finished at return"
-(finished-at-return).
+"""The finished-at-return pull request of the series.
+
+Its commit subject is "dlpack: a copied or moved import has finished at
+return".
 """
 
 from __future__ import annotations

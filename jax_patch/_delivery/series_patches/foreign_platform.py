@@ -12,8 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "dlpack: import a host copy from a platform JAX has no
-backend for" (foreign-platform-host-copy).
+"""The foreign-platform-host-copy pull request of the series.
+
+Its commit subject is "dlpack: import a host copy from a platform JAX has no
+backend for".
 """
 
 from __future__ import annotations

@@ -12,8 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "dlpack: a jax.Array passed to from_dlpack keeps its
-device" (jax-array-keeps-device).
+"""The jax-array-keeps-device pull request of the series.
+
+Its commit subject is "dlpack: a jax.Array passed to from_dlpack keeps its
+device".
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "dlpack: place imports on multi-device shardings" (multi-
-device-sharding).
+"""The multi-device-sharding pull request of the series.
+
+Its commit subject is "dlpack: place imports on multi-device shardings".
 """
 
 from __future__ import annotations

@@ -12,8 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "dlpack: copy=False never narrows a 64-bit import silently"
-(copy-false-no-narrowing).
+"""The copy-false-no-narrowing pull request of the series.
+
+Its commit subject is "dlpack: copy=False never narrows a 64-bit import
+silently".
 """
 
 from __future__ import annotations

@@ -12,8 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "dlpack: deprecate from_dlpack inside JAX
-transformations" (deprecate-under-transformations).
+"""The deprecate-under-transformations pull request of the series.
+
+Its commit subject is "dlpack: deprecate from_dlpack inside JAX
+transformations".
 
 A new restriction, so it follows JAX's API compatibility policy: a
 DeprecationWarning for at least three months, then the error. JAX's own

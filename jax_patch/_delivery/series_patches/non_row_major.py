@@ -12,8 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "dlpack: copy non-row-major imports on jaxlib before
-0.11.2" (non-row-major-layouts).
+"""The non-row-major-layouts-before-jaxlib-0.11.2 pull request of the series.
+
+Its commit subject is "dlpack: copy non-row-major imports on jaxlib before
+0.11.2".
 
 Only for a target whose jaxlib range reaches 0.11.2 from below, gated on
 jaxlib_extension_version: there it is cheap, and keeps older jaxlibs right

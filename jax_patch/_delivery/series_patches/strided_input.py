@@ -12,8 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The pull request "dlpack: import non-compact strides via the producer's
-copy" (strided-input).
+"""The strided-input pull request of the series.
+
+Its commit subject is "dlpack: import non-compact strides via the producer's
+copy".
 """
 
 from __future__ import annotations

@@ -1,0 +1,306 @@
+# Copyright 2026 The jax-patch Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""``jax-patch check``: the conformance cases, upstream and patched.
+
+:func:`check` runs every case of ``jax_patch.testing.conformance`` against
+the installed JAX's ``jax.numpy.from_dlpack`` and then the patch's, and
+prints a table, or JSON; ``--x64 both`` runs it in each x64 mode, in a
+process of its own (:func:`check_both`), and ``--require-gpu`` judges the
+run by :func:`gpu_verdict`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from typing import Any
+import warnings
+
+_DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+def _ensure_cpu_devices(count: int) -> None:
+  # Read when JAX first creates its CPU backend, which has not happened yet.
+  flags = os.environ.get("XLA_FLAGS", "")
+  if _DEVICE_COUNT_FLAG not in flags:
+    os.environ["XLA_FLAGS"] = f"{flags} {_DEVICE_COUNT_FLAG}={count}".strip()
+
+
+_OUTCOMES = {True: "passed", False: "failed", None: "skipped"}
+_SHOWN = {"passed": "ok", "failed": "FAIL", "skipped": "skipped"}
+_COLUMN = 9  # "upstream" and "patched", padded
+
+
+def _run_cases() -> list[dict[str, Any]]:
+  """Runs every case upstream, then patched; one record per case."""
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import jax_patch  # pylint: disable=g-import-not-at-top
+  from jax_patch._src import install  # pylint: disable=g-import-not-at-top
+  from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top
+
+  if jax_patch.is_installed():
+    jax_patch.uninstall()
+  upstream = jnp.from_dlpack
+  records = []
+  for case in conformance.CASES:
+    before, upstream_passed = conformance.run_case(case, upstream)
+    with warnings.catch_warnings():
+      # The header says it; install()'s warning would split the table.
+      warnings.simplefilter("ignore", install.UntestedJaxWarning)
+      with jax_patch.patched():
+        after, passed = conformance.run_case(case, jax_patch.from_dlpack)
+    records.append({
+        "name": case.name, "behaviour": case.behaviour,
+        "upstream": {"outcome": _OUTCOMES[upstream_passed],
+                     "detail": before},
+        "patched": {"outcome": _OUTCOMES[passed], "detail": after}})
+  return records
+
+
+def _summary(records: list[dict[str, Any]], column: str) -> dict[str, int]:
+  counts = {outcome: 0 for outcome in _OUTCOMES.values()}
+  for record in records:
+    counts[record[column]["outcome"]] += 1
+  return counts
+
+
+def _summary_line(column: str, counts: dict[str, int]) -> str:
+  return (f"{column}: {counts['passed']} passed, {counts['failed']} failed, "
+          f"{counts['skipped']} skipped")
+
+
+def _print_table(records: list[dict[str, Any]], width: int) -> None:
+  """Prints one row per case, its behaviour wrapped whole.
+
+  Then, in full, what failed or was skipped in either column.
+  """
+  header = f"{'upstream':<{_COLUMN}}{'patched':<{_COLUMN}}case"
+  print(header)
+  rule = "-" * width
+  print(rule)
+  indent = " " * (2 * _COLUMN)
+  for record in records:
+    cells = "".join(f"{_SHOWN[record[column]['outcome']]:<{_COLUMN}}"
+                    for column in ("upstream", "patched"))
+    print(textwrap.fill(record["behaviour"], width, initial_indent=cells,
+                        subsequent_indent=indent))
+  print(rule)
+  notable = [r for r in records
+             if r["upstream"]["outcome"] != "passed"
+             or r["patched"]["outcome"] != "passed"]
+  if notable:
+    print("Failed or skipped, in full:")
+  for record in notable:
+    print()
+    print(textwrap.fill(f"{record['behaviour']} [{record['name']}]", width))
+    for column in ("upstream", "patched"):
+      print(textwrap.fill(record[column]["detail"], width,
+                          initial_indent=f"  {column}: ",
+                          subsequent_indent="    "))
+  print()
+
+
+X64_MODES = ("on", "off")
+
+
+def check(as_json: bool = False, x64: str | None = None,
+          require_gpu: bool = False) -> int:
+  """Runs every conformance case against upstream JAX and the patch.
+
+  Prints a header naming the JAX, its CPU devices and its x64 mode, a
+  table, the full text of every failure and skip, and a summary line per
+  column; or, with ``as_json``, all of that as one JSON object. The header
+  says so when the running JAX is newer than the tested range.
+
+  Args:
+    as_json: print JSON instead.
+    x64: ``"on"`` or ``"off"`` sets ``jax_enable_x64`` for the run (and
+      puts back what it was after); ``"both"`` runs each mode in a child
+      process of its own (``check_both``); ``None`` keeps the mode the
+      environment gives (``JAX_ENABLE_X64``, or JAX's config).
+    require_gpu: also fail unless every GPU case passes for the patch and
+      no other case skips but those ``gpu_verdict`` allows; the verdict
+      names each case that fails it (``"require_gpu"`` in JSON).
+
+  Returns:
+    0 when every case passes (or is skipped) for the patch, and with
+    ``require_gpu`` the GPU requirement is met; 1 otherwise.
+  """
+  if x64 == "both":
+    return check_both(as_json, require_gpu)
+  _ensure_cpu_devices(4)
+  if x64 is None:
+    return _check_in_this_mode(as_json, require_gpu)
+  if x64 not in X64_MODES:
+    raise ValueError(f"x64 must be 'on', 'off', 'both' or None, not {x64!r}")
+  from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top
+  previous = conformance.x64_enabled()
+  _set_x64(x64 == "on")
+  try:
+    return _check_in_this_mode(as_json, require_gpu)
+  finally:
+    _set_x64(previous)
+
+
+# A skip for the x64 mode, as conformance.require_x64 words it.
+_X64_SKIP = "skipped: holds with x64 "
+
+
+def gpu_verdict(records: list[dict[str, Any]]) -> dict[str, Any]:
+  """What ``check --require-gpu`` finds in one run's records.
+
+  Every GPU case (``conformance.GPU_CASES``) must pass for the patch; a skip
+  counts as a failure. So does any other case's skip, except where the case
+  never runs with JAX on CUDA (``conformance.SKIPS_WHERE_JAX_HAS_CUDA``) or
+  holds in the other x64 mode only (``--x64 both`` runs it there).
+
+  Returns:
+    ``{"met": bool, "not_passed": {case: what it said}, "allowed_skips":
+    {case: why it may skip}}``; a GPU case missing from the run is not
+    passed either.
+  """
+  from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top
+  not_passed: dict[str, str] = {}
+  allowed: dict[str, str] = {}
+  for record in records:
+    name, outcome = record["name"], record["patched"]["outcome"]
+    detail = record["patched"]["detail"]
+    if name in conformance.GPU_CASES:
+      if outcome != "passed":
+        not_passed[name] = detail
+    elif outcome == "skipped":
+      if name in conformance.SKIPS_WHERE_JAX_HAS_CUDA:
+        allowed[name] = conformance.SKIPS_WHERE_JAX_HAS_CUDA[name]
+      elif detail.startswith(_X64_SKIP):
+        allowed[name] = ("holds in the other x64 mode only; a run in that "
+                         "mode (--x64 both) covers it")
+      else:
+        not_passed[name] = detail
+  ran = {record["name"] for record in records}
+  for name in sorted(conformance.GPU_CASES - ran):
+    not_passed[name] = "not run"
+  return {"met": not not_passed, "not_passed": not_passed,
+          "allowed_skips": allowed}
+
+
+def _print_gpu_verdict(verdict: dict[str, Any], width: int) -> None:
+  from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top
+  not_passed = verdict["not_passed"]
+  if verdict["met"]:
+    print(f"--require-gpu: met: all {len(conformance.GPU_CASES)} GPU cases "
+          "passed, and no other case skipped without leave")
+  else:
+    gpu = sum(name in conformance.GPU_CASES for name in not_passed)
+    print(f"--require-gpu: FAILED: {len(not_passed)} cases did not pass "
+          f"({gpu} of the {len(conformance.GPU_CASES)} GPU cases; a skip "
+          "counts as a failure):")
+  for name, detail in not_passed.items():
+    print(textwrap.fill(f"{name}: {detail}", width, initial_indent="  ",
+                        subsequent_indent="    "))
+  if verdict["allowed_skips"]:
+    print("allowed to skip (never run with JAX on CUDA, or in this x64 "
+          "mode):")
+  for name, why in verdict["allowed_skips"].items():
+    print(textwrap.fill(f"{name}: {why}", width, initial_indent="  ",
+                        subsequent_indent="    "))
+
+
+def _set_x64(enabled: bool) -> None:
+  import jax  # pylint: disable=g-import-not-at-top
+  config: Any = jax.config  # Its methods carry no annotations.
+  config.update("jax_enable_x64", enabled)
+
+
+def _check_in_this_mode(as_json: bool, require_gpu: bool = False) -> int:
+  import jax  # pylint: disable=g-import-not-at-top
+  from jax_patch._src import install  # pylint: disable=g-import-not-at-top
+  from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top
+
+  untested = install.untested_jax_message()
+  devices = len(jax.devices("cpu"))
+  mode = conformance.x64_mode()
+  if not as_json:
+    print(f"jax {jax.__version__}, {devices} CPU devices, {mode}; "
+          f"{len(conformance.CASES)} cases")
+    if untested is not None:
+      print(f"UNTESTED: {untested}")
+  records = _run_cases()
+  summary = {column: _summary(records, column)
+             for column in ("upstream", "patched")}
+  verdict = gpu_verdict(records) if require_gpu else None
+  width = max(60, shutil.get_terminal_size().columns - 1)
+  if as_json:
+    report = {"jax": jax.__version__, "cpu_devices": devices,
+              "x64": mode.split()[-1], "untested": untested,
+              "cases": records, "summary": summary}
+    if verdict is not None:
+      report["require_gpu"] = verdict
+    json.dump(report, sys.stdout, indent=2)
+    print()
+  else:
+    _print_table(records, width)
+    for column in ("upstream", "patched"):
+      print(_summary_line(column, summary[column]))
+    if verdict is not None:
+      _print_gpu_verdict(verdict, width)
+  gpu_unmet = verdict is not None and not verdict["met"]
+  return 1 if summary["patched"]["failed"] or gpu_unmet else 0
+
+
+def check_both(as_json: bool = False, require_gpu: bool = False) -> int:
+  """Runs ``check`` with x64 off, then on, each in a child process.
+
+  Each child starts with ``JAX_ENABLE_X64`` set, so JAX is in that mode
+  from its first use. Text output is each child's in turn, then one line
+  per mode; JSON is one object, ``{"x64": "both", "runs": {"off": ...,
+  "on": ...}}``, each run as ``check --json`` prints it.
+
+  Returns:
+    0 when the patch passes every case in both modes (and, with
+    ``require_gpu``, meets the GPU requirement in both), 1 otherwise.
+  """
+  outcomes = {}
+  runs = {}
+  done: subprocess.CompletedProcess[Any]
+  for mode in ("off", "on"):
+    env = dict(os.environ, JAX_ENABLE_X64="1" if mode == "on" else "0")
+    command = [sys.executable, "-m", "jax_patch", "check", "--x64", mode]
+    if require_gpu:
+      command.append("--require-gpu")
+    if as_json:
+      done = subprocess.run(command + ["--json"], env=env, text=True,
+                            stdout=subprocess.PIPE, check=False)
+      try:
+        runs[mode] = json.loads(done.stdout)
+      except json.JSONDecodeError:
+        runs[mode] = {"error": f"exit status {done.returncode}, no JSON",
+                      "output": done.stdout[-3000:]}
+    else:
+      sys.stdout.flush()  # The child writes to the same stream.
+      done = subprocess.run(command, env=env, check=False)
+      print()
+    outcomes[mode] = done.returncode
+  if as_json:
+    json.dump({"x64": "both", "runs": runs}, sys.stdout, indent=2)
+    print()
+  else:
+    for mode, code in outcomes.items():
+      print(f"x64 {mode}: {'passed' if code == 0 else 'FAILED'} "
+            f"(exit status {code})")
+  return 1 if any(outcomes.values()) else 0

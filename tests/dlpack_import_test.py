@@ -33,11 +33,11 @@ import jax.numpy as jnp
 import numpy as np
 
 import jax_patch
-from jax_patch._src import conformance
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
+from jax_patch.testing import conformance
 from tests import memory
 from tests import producers
 
@@ -814,7 +814,7 @@ def _import_device(source: np.ndarray[Any, Any], copy: bool | None) -> Any:
       versioned_ok=dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES)
   return dlpack._import_device(
       capsule, info, jax.devices("cpu")[0], dlpack_capsule.KDL_CPU, None,
-      dlpack._canonical_dtype(info.dtype), copy, independent=copy is True)
+      dlpack._canonical_dtype(info.dtype), copy, None)
 
 
 class ImportDeviceTest(parameterized.TestCase):
@@ -869,6 +869,63 @@ class ImportDeviceTest(parameterized.TestCase):
     source = conformance.aligned_array((8, 8))[:, ::2]
     with self.assertRaises(dlpack.CopyRequiredError):
       _import_device(source, False)
+
+
+class JaxlibRefusalTest(parameterized.TestCase):
+  """What follows when jaxlib refuses, or copies, a tensor it should alias.
+
+  No jaxlib does either for the aligned, row-major float32 tensors below:
+  jaxlib's import is replaced for its first call (the one that should
+  alias), and later calls (a copy's import) reach jaxlib. Either way
+  float32, so both x64 modes hold alike.
+  """
+
+  def _jaxlib_first(self, first: Any) -> None:
+    real = dlpack_compat.import_capsule
+    calls = []
+
+    def import_capsule(*args: Any) -> Any:
+      calls.append(args)
+      return first(*args) if len(calls) == 1 else real(*args)
+
+    self.enter_context(mock.patch.object(dlpack_compat, "import_capsule",
+                                         import_capsule))
+
+  def _refuse(self, *args: Any) -> Any:
+    del args
+    raise dlpack_compat.RuntimeErrorType("UNIMPLEMENTED: refused by a test")
+
+  def _copy(self, capsule: Any, *args: Any) -> Any:
+    del capsule
+    return jnp.asarray(self.source.copy())
+
+  def setUp(self) -> None:
+    super().setUp()
+    self.source = conformance.aligned_array((16,))
+    self.producer = producers.CraftedProducer(self.source)
+
+  @parameterized.named_parameters(
+      ("refuses", "_refuse", "jaxlib cannot alias it"),
+      ("copies", "_copy", "jaxlib copied the data it was given"))
+  def test_copy_false_raises_saying_what_jaxlib_did(self, jaxlib: str,
+                                                    reason: str) -> None:
+    self._jaxlib_first(getattr(self, jaxlib))
+    with self.assertRaisesRegex(dlpack.CopyRequiredError, reason):
+      dlpack.from_dlpack(self.producer, copy=False)
+
+  @parameterized.named_parameters(("refuses", "_refuse"), ("copies", "_copy"))
+  def test_copy_none_returns_an_independent_copy(self, jaxlib: str) -> None:
+    self._jaxlib_first(getattr(self, jaxlib))
+    result = dlpack.from_dlpack(self.producer)
+    self.source[0] = 99
+    np.testing.assert_array_equal(np.asarray(result), np.arange(16))
+
+  def test_zero_size_refused_comes_back_fresh_under_copy_false(self) -> None:
+    self._jaxlib_first(self._refuse)
+    result = dlpack.from_dlpack(
+        producers.CraftedProducer(self.source[:0]), copy=False)
+    self.assertEqual(result.shape, (0,))
+    self.assertEqual(result.dtype, np.float32)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ _ROOT = pathlib.Path(__file__).absolute().parents[1]
 _DLPACK = "jax_patch/_src/dlpack.py"
 _CAPSULE = "jax_patch/_src/dlpack_capsule.py"
 _DEVICE = "jax_patch/_src/dlpack_device.py"
+_PLAN = "jax_patch/_src/dlpack_plan.py"
 _IMPORT_TEST = "tests/dlpack_import_test.py"
 _CAPSULE_TEST = "tests/dlpack_capsule_test.py"
 _EXPORT_TEST = "tests/dlpack_export_test.py"
@@ -94,13 +95,14 @@ MUTATIONS = (
     # Issue 30's eight gaps.
     Mutation(
         "jax_array_ignores_device", _DLPACK,
-        "    x = _array_copy(x)\n  return dlpack_device.place(x, target)",
-        "    x = _array_copy(x)\n  return x",
+        "    return x\n  return dlpack_device.place(x, target)",
+        "    return x\n  return x",
         (f"{_IMPORT_TEST}::JaxArrayInputTest",), fast=True),
     Mutation(
         "jax_array_copy_true_not_copied_before_placing", _DLPACK,
-        "    x = _array_copy(x)\n  return dlpack_device.place(x, target)",
-        "    pass\n  return dlpack_device.place(x, target)",
+        "  elif decision is dlpack_plan.COPY:\n    x = _array_copy(x)",
+        "  elif decision is dlpack_plan.COPY and target is None:\n"
+        "    x = _array_copy(x)",
         (f"{_IMPORT_TEST}::JaxArrayInputTest",), fast=True),
     Mutation(
         "stride_overflow_ignores_the_sign", _CAPSULE,
@@ -115,10 +117,8 @@ MUTATIONS = (
         (f"{_IMPORT_TEST}::ImportDeviceTest",), fast=True),
     Mutation(
         "foreign_platform_copies_under_copy_false", _DLPACK,
-        "  if copy is False:\n    raise _copy_required(\n"
-        "        f\"the source device is on {platform}",
-        "  if False:\n    raise _copy_required(\n"
-        "        f\"the source device is on {platform}",
+        "  dlpack_plan.plan(\n      copy, target, host,",
+        "  dlpack_plan.plan(\n      None, target, host,",
         (f"{_IMPORT_TEST}::ProducerRequestTest",), fast=True),
     Mutation(
         "copy_false_not_asked_of_the_producer", _DLPACK,
@@ -138,22 +138,29 @@ MUTATIONS = (
         (f"{_CAPSULE_TEST}::DeleterTest",), fast=True),
     # The promises of the standard.
     Mutation(
-        "copy_true_may_alias", _DLPACK,
-        "                   copy, independent=copy is True,\n"
-        "                   fresh=is_torch_tensor or kind is np.ndarray)",
-        "                   copy, independent=False,\n"
-        "                   fresh=is_torch_tensor or kind is np.ndarray)",
+        "copy_true_may_alias", _PLAN,
+        "  if obstacle is not None or (copy and not producer_copied):",
+        "  if obstacle is not None:",
         (_CONFORMANCE_TEST,)),
     Mutation(
-        "copy_false_copies_on_the_host", _DLPACK,
-        "  if copy is False and not fresh_is_free:",
-        "  if False:",
+        "copy_false_copies_despite_an_obstacle", _PLAN,
+        "    if obstacle is not None:\n      raise",
+        "    if False:\n      raise",
         (_CONFORMANCE_TEST,)),
     Mutation(
-        "copy_false_accepts_a_producer_copy", _DLPACK,
-        "  if info.is_copied:\n    if copy is False:",
-        "  if info.is_copied:\n    if False:",
+        "copy_false_accepts_a_producer_copy", _PLAN,
+        "    if producer_copied:\n      raise",
+        "    if False:\n      raise",
         (f"{_CAPSULE_TEST}::DeleterTest",)),
+    Mutation(
+        "copy_false_keeps_what_jaxlib_copied", _PLAN,
+        "  if decision is SHARE:\n    raise", "  if False:\n    raise",
+        (f"{_IMPORT_TEST}::JaxlibRefusalTest",), fast=True),
+    Mutation(
+        "copy_false_moves_to_another_device", _PLAN,
+        "    if not dlpack_device.stays(target, source):",
+        "    if False:",
+        (_CONFORMANCE_TEST,)),
     Mutation(
         "imports_inside_a_transformation", _DLPACK,
         "  if not dlpack_compat.trace_state_clean():\n"

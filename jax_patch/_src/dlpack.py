@@ -16,9 +16,9 @@
 
 A drop-in replacement for ``jax/_src/dlpack.py``. ``from_dlpack`` goes
 through five steps, each in its own function: check the arguments, negotiate
-a capsule with the producer, import it (sharing memory where the standard
-allows, copying once where it must), place the result on the requested
-device, and check that what was promised about copying holds.
+a capsule with the producer, import it (sharing memory or copying it once, as
+:func:`dlpack_plan.plan` decides), place the result on the requested device,
+and check that what was promised about copying holds.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
 from jax_patch._src import dlpack_errors
+from jax_patch._src import dlpack_plan
 
 CopyRequiredError = dlpack_errors.CopyRequiredError
 InvalidDeviceError = dlpack_errors.InvalidDeviceError
@@ -85,8 +86,11 @@ def is_supported_dtype(dtype: DTypeLike) -> bool:
 def from_dlpack(external_array: Any,
                 device: dlpack_device.Target | None = None,
                 copy: bool | None = None) -> Array:
-  """``jax.dlpack.from_dlpack``: :func:`array_api_from_dlpack`, spelled as
-  JAX spells it, with ``device`` and ``copy`` positional too."""
+  """``jax.dlpack.from_dlpack``: the standard's import, as JAX spells it.
+
+  It is :func:`array_api_from_dlpack`, with ``device`` and ``copy``
+  positional too.
+  """
   return array_api_from_dlpack(external_array, device=device, copy=copy)
 
 
@@ -157,20 +161,20 @@ def array_api_from_dlpack(x: Any, /, *,
   source = dlpack_device.jax_device_for(dl_device)
   if source is None:
     return _from_foreign_platform(x, dl_device, target, copy)
-  if copy is False and not dlpack_device.is_only(target, source):
-    raise _move_required(target, source)
+  # Decided again once the capsule is read; a move copy=False forbids raises
+  # before the producer is asked.
+  decision = dlpack_plan.plan(copy, target, source)
   stream = _consumer_stream(x, dl_device, source)
   kind = type(x)
   is_torch_tensor = kind is _torch_tensor_type()
-  if (is_torch_tensor and copy is None
+  if (is_torch_tensor and decision is dlpack_plan.SHARE_OR_COPY
       and not dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES):
     # torch has no read-only tensors and copies only when asked: its 0.x
     # capsule says all its 1.x one would, and this jaxlib reads it as it is.
     capsule = x.__dlpack__(stream=stream)
   else:
     capsule = _request_capsule(x, stream, copy)
-  result = _import(x, capsule, source, dl_device[0], stream,
-                   copy, independent=copy is True,
+  result = _import(x, capsule, source, dl_device[0], stream, copy, target,
                    fresh=is_torch_tensor or kind is np.ndarray)
   return _place(result, target, source)
 
@@ -210,9 +214,18 @@ def _from_numpy_as_is(x: np.ndarray[Any, Any],
   """
   flags = x.flags
   nbytes = x.nbytes  # Zero only for a zero-size array: no dtype has size 0.
-  if (copy is True or not flags.c_contiguous or not nbytes
-      or not _numpy_exports_as_kept(x.dtype)
+  dtype = x.dtype
+  if (not flags.c_contiguous or not nbytes
+      # The narrow test first spares the commonest dtypes a call.
+      or (dtype not in _NARROW_EXPORTED_DTYPES
+          and not _numpy_exports_as_kept(dtype))
       or (dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS and 1 in x.shape)):
+    return None
+  source = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
+  if source is None:
+    return None
+  decision = dlpack_plan.plan(copy, target, source, None, not flags.writeable)
+  if decision is dlpack_plan.COPY:
     return None
   producer: Any = x  # NumPy's stubs for pytype lack __dlpack__.
   address = None
@@ -226,7 +239,7 @@ def _from_numpy_as_is(x: np.ndarray[Any, Any],
     address = None  # jaxlib checks the alignment itself.
   elif address is None:
     address = dlpack_capsule.writable_buffer_address(x)
-  return _import_as_is(capsule, address, nbytes, target, copy)
+  return _import_as_is(capsule, address, nbytes, source, target, decision)
 
 
 def _from_torch_as_is(tensor: Any, target: dlpack_device.Target | None,
@@ -244,11 +257,17 @@ def _from_torch_as_is(tensor: Any, target: dlpack_device.Target | None,
   and anything jaxlib refuses, takes the general path.
   """
   dtype = _torch_dtypes().get(tensor.dtype)
-  if (copy is True or dtype is None or not tensor.is_cpu
+  if (dtype is None or not tensor.is_cpu
       or not tensor.is_contiguous() or not tensor.numel()
       or not _numpy_exports_as_kept(dtype)
       or (dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS
           and 1 in tensor.shape)):
+    return None
+  source = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
+  if source is None:
+    return None
+  decision = dlpack_plan.plan(copy, target, source)  # torch has no read-only.
+  if decision is dlpack_plan.COPY:
     return None
   if dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES:
     capsule = tensor.__dlpack__(max_version=dlpack_capsule.MAX_VERSION)
@@ -256,7 +275,8 @@ def _from_torch_as_is(tensor: Any, target: dlpack_device.Target | None,
     capsule = tensor.__dlpack__()
   address = (None if dlpack_compat.JAXLIB_COPIES_UNALIGNED
              else tensor.data_ptr())
-  return _import_as_is(capsule, address, tensor.nbytes, target, copy)
+  return _import_as_is(capsule, address, tensor.nbytes, source, target,
+                       decision)
 
 
 def _torch_dtypes() -> dict[Any, np.dtype[Any]]:
@@ -276,25 +296,21 @@ _torch_dtype_twins: dict[Any, np.dtype[Any]] = {}
 
 
 def _import_as_is(capsule: Any, address: int | None, nbytes: int,
-                  target: dlpack_device.Target | None,
-                  copy: bool | None) -> Array | None:
+                  source: Any, target: dlpack_device.Target | None,
+                  decision: dlpack_plan.Decision) -> Array | None:
   """Hands a producer's own host capsule to jaxlib; ``None`` if it refuses.
 
   Where jaxlib copies unaligned data itself (``address`` is then ``None``),
-  it is asked to alias or, for small data under ``copy=None``, to copy,
-  which is the fastest copy for them; asked not to copy, it refuses
-  unaligned data. Elsewhere only a 64-byte aligned ``address`` is imported.
-  ``None`` too where the general path decides: no CPU backend, or
-  ``copy=False`` with a move to another device. A capsule not imported dies
-  unconsumed, releasing what it holds.
+  it is asked to alias or, for small data a ``SHARE_OR_COPY`` decision lets
+  it copy, to copy, which is the fastest copy for them; asked not to copy,
+  it refuses unaligned data. Elsewhere only a 64-byte aligned ``address`` is
+  imported. A capsule not imported dies unconsumed, releasing what it holds,
+  and the general path decides.
   """
-  source = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
-  if source is None or (copy is False
-                        and not dlpack_device.is_only(target, source)):
-    return None
   copies = False
   if address is None:
-    copies = copy is None and nbytes <= _JAXLIB_COPY_MAX_BYTES
+    copies = (decision is dlpack_plan.SHARE_OR_COPY
+              and nbytes <= _JAXLIB_COPY_MAX_BYTES)
   elif address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT:
     return None
   try:
@@ -305,9 +321,9 @@ def _import_as_is(capsule: Any, address: int | None, nbytes: int,
       result = dlpack_compat.import_capsule(capsule, source, None, _KDL_CPU)
   except dlpack_compat.RuntimeErrorType:
     return None
-  if (copy is False and address is not None
+  if (decision is dlpack_plan.SHARE and address is not None
       and result.unsafe_buffer_pointer() != address):
-    raise _copy_required("jaxlib copied the data it was given")
+    dlpack_plan.replan(decision, _JAXLIB_COPIED)  # Raises.
   return result if target is None else _place(result, target, source)
 
 
@@ -360,14 +376,8 @@ def _check_dlpack_methods(external_array: Any) -> None:
       f"DLPack.{hint}")
 
 
-_copy_required = dlpack_errors.copy_required
-
-
-def _move_required(target: dlpack_device.Target, source: Any,
-                   caller: str = "from_dlpack") -> CopyRequiredError:
-  return _copy_required(
-      f"the source device is {dlpack_device.describe(source)}",
-      f"device={dlpack_device.describe(target)}", caller)
+# What a copy=False import that jaxlib copied anyway raises.
+_JAXLIB_COPIED = "jaxlib copied the data it was given"
 
 
 def _place(result: Array, target: dlpack_device.Target | None,
@@ -389,19 +399,20 @@ def _finished(copied: Array) -> Array:
 
 def _from_jax_array(x: Array, target: dlpack_device.Target | None,
                     copy: bool | None) -> Array:
-  """Imports a ``jax.Array`` without a DLPack round trip; keeps its device."""
+  """Imports a ``jax.Array`` without a DLPack round trip; keeps its device.
+
+  A ``COPY`` decision copies before any move: ``device_put`` may alias
+  across CPU devices.
+  """
   canonical = dtypes.canonicalize_dtype(x.dtype)
-  if canonical != x.dtype:
-    if copy is False:
-      raise _copy_required(_narrowing(x.dtype, canonical))
-    x, copy = x.astype(canonical), None
-  if target is None or dlpack_device.holds(x, target):
-    return _array_copy(x) if copy else x
-  if copy is False:
-    raise _move_required(target, x.sharding)
-  if copy:
-    # device_put may alias across CPU devices: copy first, whatever target.
+  narrowing = None if canonical == x.dtype else _narrowing(x.dtype, canonical)
+  decision = dlpack_plan.plan(copy, target, x, narrowing)
+  if narrowing is not None:
+    x = x.astype(canonical)  # The copy the decision asked for.
+  elif decision is dlpack_plan.COPY:
     x = _array_copy(x)
+  if target is None or dlpack_device.holds(x, target):
+    return x
   return dlpack_device.place(x, target)
 
 
@@ -470,15 +481,17 @@ def _request_capsule(external_array: Any, stream: int | None,
 
 
 def _import(producer: Any, capsule: Any, source: Any, dl_device_type: int,
-            stream: int | None, copy: bool | None, independent: bool,
-            fresh: bool = False) -> Any:
+            stream: int | None, copy: bool | None,
+            target: dlpack_device.Target | None, fresh: bool = False) -> Any:
   """Imports ``capsule`` onto ``source``, its producer's device.
 
   Args:
     producer: the object whose ``__dlpack__`` made ``capsule``; an import
       whose tensor has a NULL deleter holds it (see
       :func:`dlpack_capsule.take`).
-    independent: the result must not share memory with the producer.
+    copy: the caller's ``copy``, which :func:`dlpack_plan.plan` turns into
+      sharing or copying once the capsule's fields are known.
+    target: where the caller places the result afterwards.
     fresh: the producer makes a new capsule per call (see
       :func:`dlpack_capsule.take`).
   """
@@ -488,12 +501,6 @@ def _import(producer: Any, capsule: Any, source: Any, dl_device_type: int,
       capsule,
       versioned_ok=dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES,
       fresh=fresh, keep_alive=producer)
-  if info.is_copied:
-    if copy is False:
-      raise _copy_required(
-          "the producer could not share the data: it copied it (its capsule "
-          "has IS_COPIED set)")
-    independent = False  # The producer's copy is already independent.
   if info.device[0] != dl_device_type:
     if not _is_pinned_host_as_cpu(info.device[0], dl_device_type):
       raise BufferError(
@@ -510,25 +517,41 @@ def _import(producer: Any, capsule: Any, source: Any, dl_device_type: int,
   canonical = _canonical_dtype(info.dtype)
   if dl_device_type != _KDL_CPU:
     return _import_device(capsule, info, source, dl_device_type, stream,
-                          canonical, copy, independent)
-  refusal = None
-  aligned = not info.address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT
-  readable = canonical == info.dtype and _why_jaxlib_cannot_read(info) is None
-  if aligned and not independent and readable:
+                          canonical, copy, target)
+  return _import_host(capsule, info, source, canonical, copy, target)
+
+
+def _import_host(capsule: Any, info: dlpack_capsule.TensorInfo, source: Any,
+                 canonical: np.dtype[Any], copy: bool | None,
+                 target: dlpack_device.Target | None) -> Any:
+  """Imports a host tensor: shares it, or copies it once into aligned memory.
+
+  ``info`` is what ``capsule`` describes; ``canonical`` the dtype JAX holds
+  it as.
+  """
+  obstacle = _why_host_copy(info, canonical)
+  decision = dlpack_plan.plan(copy, target, source, obstacle, info.read_only,
+                              info.is_copied)
+  if decision is not dlpack_plan.COPY:
     try:
       result = dlpack_compat.import_capsule(capsule, source, None, _KDL_CPU)
     except dlpack_compat.RuntimeErrorType as err:
-      refusal = f"jaxlib cannot alias it ({err})"  # The capsule is still ours.
+      # The capsule is still ours. Zero bytes are shared by any fresh buffer.
+      if info.size:
+        decision = dlpack_plan.replan(decision,
+                                      f"jaxlib cannot alias it ({err})")
     else:
-      if copy is False and result.unsafe_buffer_pointer() != info.address:
-        raise _copy_required("jaxlib copied the data it was given")
+      if (decision is dlpack_plan.SHARE
+          and result.unsafe_buffer_pointer() != info.address):
+        dlpack_plan.replan(decision, _JAXLIB_COPIED)  # Raises.
       return result
-  if (not aligned and copy is not False and readable
-      and dlpack_compat.JAXLIB_COPIES_UNALIGNED):
+  elif (info.address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT
+        and dlpack_compat.JAXLIB_COPIES_UNALIGNED and canonical == info.dtype
+        and _why_jaxlib_cannot_read(info) is None):
     result = _import_small_unaligned(capsule, info, source)
     if result is not None:
       return result
-  return _import_host_copy(info, source, copy, refusal)
+  return _import_host_copy(info, source, canonical)
 
 
 def _is_pinned_host_as_cpu(capsule_type: int, reported_type: int) -> bool:
@@ -638,23 +661,12 @@ def _is_compact(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
 
 
 def _import_host_copy(info: dlpack_capsule.TensorInfo, source: Any,
-                      copy: bool | None, refusal: str | None) -> Any:
-  """Copies a host tensor once, into memory jaxlib then aliases.
+                      canonical: np.dtype[Any]) -> Any:
+  """Copies a host tensor once, as ``canonical``, into memory jaxlib aliases.
 
   The capsule ``info`` was read from owns the producer's memory, which the
   copy reads: the caller keeps it alive until this returns.
-
-  Args:
-    refusal: why jaxlib refused to alias the tensor, if it was asked.
   """
-  canonical = _canonical_dtype(info.dtype)
-  # Zero-size data needs no copy, but unaligned it is refused as upstream
-  # refuses it: code relies on that.
-  fresh_is_free = (info.size == 0 and canonical == info.dtype and not
-                   info.address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT)
-  if copy is False and not fresh_is_free:
-    reason = _why_host_copy(info, canonical) or refusal or "copy=True"
-    raise _copy_required(reason)
   copied = _aligned_empty(info.shape, canonical)
   np.copyto(copied, dlpack_capsule.host_view(info), casting="unsafe")
   return _adopt_host_copy(copied, source)
@@ -685,26 +697,29 @@ def _aligned_empty(shape: tuple[int, ...],
 def _import_device(capsule: Any, info: dlpack_capsule.TensorInfo,
                    source: Any, dl_device_type: int, stream: int | None,
                    canonical: np.dtype[Any], copy: bool | None,
-                   independent: bool) -> Any:
+                   target: dlpack_device.Target | None) -> Any:
   """Imports an accelerator tensor; copies, when needed, on the device."""
-  if copy is False and canonical != info.dtype:
-    raise _copy_required(_narrowing(info.dtype, canonical))
+  narrowing = (None if canonical == info.dtype
+               else _narrowing(info.dtype, canonical))
   # Asking jaxlib despite a refusal could import the data permuted.
-  reason = _why_jaxlib_cannot_read(info)
-  if reason is None:
+  layout = _why_jaxlib_cannot_read(info)
+  decision = dlpack_plan.plan(copy, target, source, narrowing or layout,
+                              info.read_only, info.is_copied)
+  if layout is None:
     try:
       result = dlpack_compat.import_capsule(capsule, source, stream,
                                             dl_device_type)
     except dlpack_compat.RuntimeErrorType as err:
-      reason = f"jaxlib cannot alias it ({err})"  # The capsule is still ours.
-  if reason is not None:
-    if copy is False:
-      raise _copy_required(reason)
+      layout = f"jaxlib cannot alias it ({err})"  # The capsule is still ours.
+      decision = dlpack_plan.replan(decision, layout)
+  if layout is not None:
     return gather_on_device(capsule, info, source, stream, dl_device_type,
                             canonical)
-  if canonical != result.dtype:
+  if narrowing is not None:
     return _finished(result.astype(canonical))
-  return _finished(_array_copy(result)) if independent else result
+  if decision is dlpack_plan.COPY:
+    return _finished(_array_copy(result))
+  return result
 
 
 def gather_on_device(capsule: Any, info: dlpack_capsule.TensorInfo,
@@ -772,15 +787,15 @@ def _from_foreign_platform(external_array: Any, dl_device: tuple[int, int],
         f"from_dlpack: the array is on {platform}, which this JAX has no "
         "backend for. Pass device=jax.devices('cpu')[0] to import a copy in "
         "host memory.")
-  if copy is False:
-    raise _copy_required(
-        f"the source device is on {platform}, which this JAX has no backend "
-        "for, and must be copied to host memory")
+  host = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
+  dlpack_plan.plan(
+      copy, target, host,
+      f"the source device is on {platform}, which this JAX has no backend "
+      "for, and must be copied to host memory")
   capsule = _request_capsule(external_array, None, copy,
                              dl_device=dlpack_device.HOST_DL_DEVICE)
-  host = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
   result = _import(external_array, capsule, host, _KDL_CPU, None, copy,
-                   independent=copy is True)
+                   target)
   return _place(result, target, host)
 
 
@@ -797,6 +812,8 @@ def array_dlpack(self: Array, *, stream: int | Any | None = None,
   :func:`_export_through_numpy`; the rest, and whatever those decline (a
   dtype DLPack cannot carry, say), to :func:`to_dlpack`.
   """
+  # plan answers SHARE_OR_COPY or SHARE for these requests: a test keeps
+  # this guard, spelled out for speed, in step with it.
   if ((copy is None or copy is False) and (stream is None or stream == -1)
       and (dl_device is None or dl_device == dlpack_device.HOST_DL_DEVICE)
       and type(max_version) is tuple and len(max_version) == 2  # pylint: disable=unidiomatic-typecheck
@@ -868,16 +885,18 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
   type_code = _export_type_code(cast(np.dtype[Any], x.dtype))
   requested = None if max_version is None else (max_version[0],
                                                  max_version[1])
+  obstacle = None
   if requested is not None and requested[0] < 1:
-    if copy is False:
-      raise _copy_required(
-          "a DLPack 0.x capsule cannot mark JAX's immutable buffer read-only "
-          "(ask with max_version=(1, 0) or later to share it)",
-          f"max_version={requested}", "to_dlpack")
-    copy = True
+    obstacle = ("a DLPack 0.x capsule cannot mark JAX's immutable buffer "
+                "read-only (ask with max_version=(1, 0) or later to share it)")
   if src_device is None:
     src_device = dlpack_device.single_device(x, "to_dlpack")
-  exported, device, copied = _export_placement(x, src_device, dl_device, copy)
+  target = _export_target(src_device, dl_device)
+  decision = dlpack_plan.plan(copy, target, src_device, obstacle,
+                              caller="to_dlpack",
+                              specified=f"max_version={requested}")
+  exported, device, copied = _export_placement(x, src_device, target,
+                                               decision)
   _check_export_stream(stream, device)
   if requested is None or requested[0] < 1:
     return _export_capsule(exported, device, stream, type_code)
@@ -985,25 +1004,33 @@ def _export_capsule(x: Any, device: Any, stream: int | Any | None,
       view, device.local_hardware_id or 0)
 
 
-def _export_placement(x: Any, src_device: Any,
-                      dl_device: tuple[Any, int] | None,
-                      copy: bool | None) -> tuple[Any, Any, bool]:
+def _export_target(src_device: Any,
+                   dl_device: tuple[Any, int] | None) -> Any | None:
+  """The device a consumer's ``dl_device`` asks for; ``None`` to stay.
+
+  Raises:
+    BufferError: ``dl_device`` names a platform this JAX has no backend for.
+  """
+  if dl_device is None:
+    return None
+  requested = (int(dl_device[0]), int(dl_device[1]))
+  if requested[0] == _KDL_CPU and src_device.platform == "cpu":
+    return None  # All CPU devices share host memory.
+  target = dlpack_device.jax_device_for(requested, exporting=True)
+  if target is None:
+    raise BufferError(
+        f"to_dlpack: dl_device={dl_device} names a platform this JAX has no "
+        "backend for.")
+  return target
+
+
+def _export_placement(x: Any, src_device: Any, target: Any | None,
+                      decision: dlpack_plan.Decision) -> tuple[Any, Any, bool]:
   """Returns ``x``, a copy, or ``x`` moved; its device; whether it copied."""
-  target = None
-  if dl_device is not None:
-    requested = (int(dl_device[0]), int(dl_device[1]))
-    if requested[0] == _KDL_CPU and src_device.platform == "cpu":
-      target = src_device  # All CPU devices share host memory.
-    else:
-      target = dlpack_device.jax_device_for(requested, exporting=True)
-      if target is None:
-        raise BufferError(
-            f"to_dlpack: dl_device={dl_device} names a platform this JAX has "
-            "no backend for.")
   if target is None or target == src_device:
-    return (_array_copy(x), src_device, True) if copy else (x, src_device, False)
-  if copy is False:
-    raise _move_required(target, src_device, "to_dlpack")
+    if decision is dlpack_plan.COPY:
+      return _array_copy(x), src_device, True
+    return x, src_device, False
   return dlpack_device.place(x, target), target, True
 
 

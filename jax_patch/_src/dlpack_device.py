@@ -12,8 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Devices for DLPack: checking ``device``, finding the producer's device,
-and placing an imported array.
+"""Devices for DLPack imports: checks, the producer's device, and placement.
+
+This module checks ``device``, finds the producer's device, and places an
+imported array.
 
 This is the only module that maps DLPack device types onto JAX platforms.
 """
@@ -188,13 +190,31 @@ def is_only(target: Target | None, device: Device) -> bool:
   return target is None or devices_of(target) == {device}
 
 
+def stays(target: Target | None, source: Any) -> bool:
+  """Whether placing on ``target`` leaves the data where ``source`` holds it.
+
+  ``source`` is a device, or a ``jax.Array`` (whose sharding must then be
+  ``target`` exactly).
+  """
+  if isinstance(source, Array):
+    return target is None or holds(source, target)
+  return is_only(target, source)
+
+
+def describe_source(source: Any) -> str:
+  """A source as messages write it: a device, or a ``jax.Array``'s sharding."""
+  return describe(source.sharding if isinstance(source, Array) else source)
+
+
 def is_host(target: Target) -> bool:
   return all(d.platform == "cpu" for d in devices_of(target))
 
 
 def describe(target: Target) -> str:
-  """A device as upstream's messages write it (its ``repr``), or a
-  sharding's devices."""
+  """A device as upstream's messages write it, or a sharding's devices.
+
+  Upstream writes a device as its ``repr``.
+  """
   if isinstance(target, Sharding):
     devices = sorted(map(repr, devices_of(target)))
     return f"{type(target).__name__} over {devices}"

@@ -12,8 +12,9 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""``jax-patch stubs``: the installed JAX's typing stubs, corrected, for the
-type checkers in users' own CI.
+"""``jax-patch stubs``: the installed JAX's typing stubs, corrected.
+
+The stubs are for the type checkers in users' own CI.
 
 JAX's ``.pyi`` files declare ``jax.Array.__dlpack__`` without the standard's
 keywords and no ``__dlpack_device__``, so a checker rejects calls the patch

@@ -12,8 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Exception classes raised by the DLPack import and export, and the messages
-code written against upstream JAX matches on.
+"""Exception classes of the DLPack import and export, and their messages.
+
+The classes are those the import and the export raise; the messages keep
+what code written against upstream JAX matches on.
 
 The Python Array API standard and upstream JAX disagree on several exception
 types. Where they do, the class here derives from both, so that code written

@@ -100,8 +100,8 @@ MUTATIONS = (
         (f"{_IMPORT_TEST}::JaxArrayInputTest",), fast=True),
     Mutation(
         "jax_array_copy_true_not_copied_before_placing", _DLPACK,
-        "  elif decision is dlpack_plan.COPY:\n    x = _array_copy(x)",
-        "  elif decision is dlpack_plan.COPY and target is None:\n"
+        "  elif decision is _COPY:\n    x = _array_copy(x)",
+        "  elif decision is _COPY and target is None:\n"
         "    x = _array_copy(x)",
         (f"{_IMPORT_TEST}::JaxArrayInputTest",), fast=True),
     Mutation(

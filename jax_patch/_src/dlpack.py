@@ -73,6 +73,10 @@ SUPPORTED_DTYPES_SET: frozenset[np.dtype[Any]] = frozenset(
     {np.dtype(dt) for dt in SUPPORTED_DTYPES})
 
 _KDL_CPU = dlpack_device.KDL_CPU
+# plan's answers, as globals: the fast paths read them at every import.
+_SHARE = dlpack_plan.SHARE
+_SHARE_OR_COPY = dlpack_plan.SHARE_OR_COPY
+_COPY = dlpack_plan.COPY
 
 
 def is_supported_dtype(dtype: DTypeLike) -> bool:
@@ -167,7 +171,7 @@ def array_api_from_dlpack(x: Any, /, *,
   stream = _consumer_stream(x, dl_device, source)
   kind = type(x)
   is_torch_tensor = kind is _torch_tensor_type()
-  if (is_torch_tensor and decision is dlpack_plan.SHARE_OR_COPY
+  if (is_torch_tensor and decision is _SHARE_OR_COPY
       and not dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES):
     # torch has no read-only tensors and copies only when asked: its 0.x
     # capsule says all its 1.x one would, and this jaxlib reads it as it is.
@@ -224,12 +228,13 @@ def _from_numpy_as_is(x: np.ndarray[Any, Any],
   source = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
   if source is None:
     return None
-  decision = dlpack_plan.plan(copy, target, source, None, not flags.writeable)
-  if decision is dlpack_plan.COPY:
+  writable = flags.writeable
+  decision = dlpack_plan.plan(copy, target, source, None, not writable)
+  if decision is _COPY:
     return None
   producer: Any = x  # NumPy's stubs for pytype lack __dlpack__.
   address = None
-  if flags.writeable:
+  if writable:
     capsule = producer.__dlpack__()
   elif dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES:
     capsule = producer.__dlpack__(max_version=dlpack_capsule.MAX_VERSION)
@@ -267,7 +272,7 @@ def _from_torch_as_is(tensor: Any, target: dlpack_device.Target | None,
   if source is None:
     return None
   decision = dlpack_plan.plan(copy, target, source)  # torch has no read-only.
-  if decision is dlpack_plan.COPY:
+  if decision is _COPY:
     return None
   if dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES:
     capsule = tensor.__dlpack__(max_version=dlpack_capsule.MAX_VERSION)
@@ -309,7 +314,7 @@ def _import_as_is(capsule: Any, address: int | None, nbytes: int,
   """
   copies = False
   if address is None:
-    copies = (decision is dlpack_plan.SHARE_OR_COPY
+    copies = (decision is _SHARE_OR_COPY
               and nbytes <= _JAXLIB_COPY_MAX_BYTES)
   elif address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT:
     return None
@@ -321,7 +326,7 @@ def _import_as_is(capsule: Any, address: int | None, nbytes: int,
       result = dlpack_compat.import_capsule(capsule, source, None, _KDL_CPU)
   except dlpack_compat.RuntimeErrorType:
     return None
-  if (decision is dlpack_plan.SHARE and address is not None
+  if (decision is _SHARE and address is not None
       and result.unsafe_buffer_pointer() != address):
     dlpack_plan.replan(decision, _JAXLIB_COPIED)  # Raises.
   return result if target is None else _place(result, target, source)
@@ -409,7 +414,7 @@ def _from_jax_array(x: Array, target: dlpack_device.Target | None,
   decision = dlpack_plan.plan(copy, target, x, narrowing)
   if narrowing is not None:
     x = x.astype(canonical)  # The copy the decision asked for.
-  elif decision is dlpack_plan.COPY:
+  elif decision is _COPY:
     x = _array_copy(x)
   if target is None or dlpack_device.holds(x, target):
     return x
@@ -532,7 +537,7 @@ def _import_host(capsule: Any, info: dlpack_capsule.TensorInfo, source: Any,
   obstacle = _why_host_copy(info, canonical)
   decision = dlpack_plan.plan(copy, target, source, obstacle, info.read_only,
                               info.is_copied)
-  if decision is not dlpack_plan.COPY:
+  if decision is not _COPY:
     try:
       result = dlpack_compat.import_capsule(capsule, source, None, _KDL_CPU)
     except dlpack_compat.RuntimeErrorType as err:
@@ -541,7 +546,7 @@ def _import_host(capsule: Any, info: dlpack_capsule.TensorInfo, source: Any,
         decision = dlpack_plan.replan(decision,
                                       f"jaxlib cannot alias it ({err})")
     else:
-      if (decision is dlpack_plan.SHARE
+      if (decision is _SHARE
           and result.unsafe_buffer_pointer() != info.address):
         dlpack_plan.replan(decision, _JAXLIB_COPIED)  # Raises.
       return result
@@ -717,7 +722,7 @@ def _import_device(capsule: Any, info: dlpack_capsule.TensorInfo,
                             canonical)
   if narrowing is not None:
     return _finished(result.astype(canonical))
-  if decision is dlpack_plan.COPY:
+  if decision is _COPY:
     return _finished(_array_copy(result))
   return result
 
@@ -1028,7 +1033,7 @@ def _export_placement(x: Any, src_device: Any, target: Any | None,
                       decision: dlpack_plan.Decision) -> tuple[Any, Any, bool]:
   """Returns ``x``, a copy, or ``x`` moved; its device; whether it copied."""
   if target is None or target == src_device:
-    if decision is dlpack_plan.COPY:
+    if decision is _COPY:
       return _array_copy(x), src_device, True
     return x, src_device, False
   return dlpack_device.place(x, target), target, True

@@ -196,9 +196,11 @@ def stays(target: Target | None, source: Any) -> bool:
   ``source`` is a device, or a ``jax.Array`` (whose sharding must then be
   ``target`` exactly).
   """
+  if target is None:
+    return True
   if isinstance(source, Array):
-    return target is None or holds(source, target)
-  return is_only(target, source)
+    return holds(source, target)
+  return devices_of(target) == {source}
 
 
 def describe_source(source: Any) -> str:

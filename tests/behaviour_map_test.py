@@ -104,7 +104,7 @@ def _parse(text: str) -> list[_Row]:
       break
   if len(table) < 3:
     raise AssertionError(f"no table with rows under {_SECTION!r}")
-  fields = []
+  fields: list[str] = []
   for heading in _cells(table[0][1]):
     field = next((field for word, field in _COLUMNS.items()
                   if word in heading.lower()), None)
@@ -121,7 +121,7 @@ def _parse(text: str) -> list[_Row]:
     if len(cells) != len(fields):
       raise AssertionError(f"line {number}: {len(cells)} cells, where the "
                            f"heading has {len(fields)}")
-    by_field = dict(zip(fields, cells))
+    by_field: dict[str, str] = dict(zip(fields, cells))
     names = {field: tuple(name.strip() for name in
                           re.findall(r"`([^`]+)`", by_field[field]))
              for field in _NAME_COLUMNS}

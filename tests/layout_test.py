@@ -16,6 +16,7 @@
 what delivers it, and one module per upstream pull request."""
 
 import ast
+from collections.abc import Callable
 import pathlib
 import pkgutil
 import re
@@ -68,23 +69,21 @@ def _top_level_names(path: pathlib.Path) -> set[str]:
 
 class PackagesTest(absltest.TestCase):
 
-  def test_nothing_that_runs_inside_jax_imports_the_delivery_package(self) -> None:
+  def _assert_runtime_imports_none(
+      self, forbidden: Callable[[str], bool]) -> None:
     sources = sorted((_PACKAGE / "_src").rglob("*.py"))
     self.assertNotEmpty(sources)
     for path in sources:
       with self.subTest(path.relative_to(_PACKAGE).as_posix()):
-        delivery = sorted(name for name in _imported_modules(path)
-                          if name.startswith("jax_patch._delivery"))
-        self.assertEmpty(delivery)
+        self.assertEmpty(sorted(name for name in _imported_modules(path)
+                                if forbidden(name)))
+
+  def test_nothing_that_runs_inside_jax_imports_the_delivery_package(self) -> None:
+    self._assert_runtime_imports_none(
+        lambda name: name.startswith("jax_patch._delivery"))
 
   def test_nothing_that_runs_inside_jax_imports_test_code(self) -> None:
-    sources = sorted((_PACKAGE / "_src").rglob("*.py"))
-    self.assertNotEmpty(sources)
-    for path in sources:
-      with self.subTest(path.relative_to(_PACKAGE).as_posix()):
-        testing = sorted(name for name in _imported_modules(path)
-                         if _is_in(name, _TEST_CODE))
-        self.assertEmpty(testing)
+    self._assert_runtime_imports_none(lambda name: _is_in(name, _TEST_CODE))
 
   def test_nothing_that_runs_inside_jax_defines_conformance_cases(
       self) -> None:

@@ -197,10 +197,10 @@ def stays(target: Target | None, source: Any) -> bool:
   ``target`` exactly).
   """
   if target is None:
-    return True
+    return True  # Without a call: copy=False asks this at every import.
   if isinstance(source, Array):
     return holds(source, target)
-  return devices_of(target) == {source}
+  return is_only(target, source)
 
 
 def describe_source(source: Any) -> str:

@@ -537,14 +537,13 @@ def _import_host(capsule: Any, info: dlpack_capsule.TensorInfo, source: Any,
   obstacle = _why_host_copy(info, canonical)
   decision = dlpack_plan.plan(copy, target, source, obstacle, info.read_only,
                               info.is_copied)
-  if decision is not _COPY:
+  if decision is not _COPY and info.size:
+    # Zero-size data has no memory to alias: it comes back fresh below.
     try:
       result = dlpack_compat.import_capsule(capsule, source, None, _KDL_CPU)
     except dlpack_compat.RuntimeErrorType as err:
-      # The capsule is still ours. Zero bytes are shared by any fresh buffer.
-      if info.size:
-        decision = dlpack_plan.replan(decision,
-                                      f"jaxlib cannot alias it ({err})")
+      # The capsule is still ours.
+      decision = dlpack_plan.replan(decision, f"jaxlib cannot alias it ({err})")
     else:
       if (decision is _SHARE
           and result.unsafe_buffer_pointer() != info.address):
@@ -603,6 +602,11 @@ def _why_host_copy(info: dlpack_capsule.TensorInfo,
     # Upstream's words: code matches on them.
     return (f"the source data buffer is not aligned to "
             f"{dlpack_compat.CPU_ZERO_COPY_ALIGNMENT} bytes")
+  if not info.size:
+    # No element: its strides lay out nothing, and a fresh buffer shares
+    # all there is (see _import_host). Unaligned, it is refused above, as
+    # upstream refuses it: code relies on that.
+    return None
   if not _is_compact(info.shape, info.strides):
     return (f"strides {info.strides} (in elements, for shape {info.shape}) "
             "are not a compact layout")

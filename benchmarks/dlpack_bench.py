@@ -51,6 +51,7 @@ import jax.numpy as jnp
 import jax_patch
 from jax_patch._src import dlpack_compat
 from jax_patch.testing import conformance
+from jax_patch.testing import numpy_input
 
 _MB = 1 << 20
 
@@ -71,6 +72,10 @@ TARGETS: dict[str, tuple[str, float, bool]] = {
     "copy_unaligned_256MB": ("patch / (np.empty + np.copyto) bandwidth", 0.9,
                              False),
     "zero_copy_size_independence": ("patch 256 MB / 4 KB time", 1.5, True),
+    # NumPy input as users make it (jax_patch.testing.numpy_input).
+    "numpy_100MB_shared_vs_copied": ("aligned copy=False / typical time",
+                                     0.01, True),
+    "numpy_shared_fraction": ("aligning routes: shared / made", 1.0, False),
 }
 # 1.x capsules: against the floor where jaxlib reads them, else upstream
 # (for read-only NumPy, which upstream before 0.11 cannot import, upstream
@@ -176,6 +181,8 @@ def run(quick: bool) -> list[dict[str, Any]]:
                        "large": lambda: jax_patch.from_dlpack(huge)},
                       calls, repeats)
   add("zero_copy_size_independence", t, t["large"] / t["4KB"])
+  del tiny, huge
+  _add_numpy_input(add, quick)
   return rows
 
 
@@ -229,6 +236,41 @@ def _add_copies(add: Callable[..., None], quick: bool) -> None:
     del source, touched
 
 
+def _add_numpy_input(add: Callable[..., None], quick: bool) -> None:
+  """Typical NumPy input (default allocation) beside aligned input.
+
+  A 100 MB ``np.arange`` is almost never 64-byte aligned (glibc maps it 16
+  bytes past a page boundary), so ``copy=None`` copies it; the same array
+  through ``aligned_copy`` shares. The fraction row counts the fresh arrays
+  of each route (``numpy_input.routes``) that ``copy=False`` shares.
+  """
+  elements = 100 * _MB // 4
+  typical = np.arange(elements, dtype=np.float32)
+  if not typical.ctypes.data % 64:  # Seldom: then as glibc maps it.
+    typical = conformance.aligned_array((elements,), misalign_bytes=16)
+  aligned = jax_patch.aligned_copy(typical)
+  repeats = 3 if quick else 9
+  # Sharing costs microseconds: many calls per batch, as the other rows.
+  t = _median_seconds({"aligned, copy=False": lambda: _ready(
+      jax_patch.from_dlpack(aligned, copy=False))}, 200, repeats)
+  t |= _median_seconds({"typical, copy=None": lambda: _ready(
+      jax_patch.from_dlpack(typical))}, 1, repeats)
+  add("numpy_100MB_shared_vs_copied", t,
+      t["aligned, copy=False"] / t["typical, copy=None"])
+  del typical, aligned
+  rows = numpy_input.survey(jax_patch.from_dlpack, count=20 if quick else 50)
+  fractions: dict[str, float] = {}
+  for route in numpy_input.routes():
+    mine = [row for row in rows if row.route == route]
+    fractions[route] = (sum(row.shared for row in mine)
+                        / sum(row.made for row in mine))
+  aligning = [f for route, f in fractions.items()
+              if route != numpy_input.DEFAULT_ROUTE]
+  add("numpy_shared_fraction", {}, min(aligning), fractions=fractions,
+      sizes=[row.elements * 4 for row in rows
+             if row.route == numpy_input.DEFAULT_ROUTE])
+
+
 def _x64_mode() -> str:
   """``"on"`` or ``"off"``: whether JAX keeps 64-bit types in this run."""
   return "on" if conformance.x64_enabled() else "off"
@@ -250,6 +292,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     if "gb_per_s" in row:
       timings = ", ".join(f"{k} {v:.1f} GB/s"
                           for k, v in row["gb_per_s"].items())
+    if "fractions" in row:
+      timings = ", ".join(f"{k} {v:.0%}" for k, v in row["fractions"].items())
     sense = "<=" if TARGETS[row["case"]][2] else ">="
     print(f"{row['case']:<30} {timings:<66} {row['ratio']:>6.3f}  "
           f"{row['compares'] + ' ' + sense + ' ' + str(row['target']):<34} "

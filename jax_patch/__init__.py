@@ -16,7 +16,8 @@
 
 ``from_dlpack`` here follows the Python Array API standard; ``install()``
 makes ``jax.numpy.from_dlpack``, ``jax.dlpack.from_dlpack`` and
-``jax.Array.__dlpack__`` use it too.
+``jax.Array.__dlpack__`` use it too. ``aligned_empty``, ``aligned_copy`` and
+``aligned_allocation`` make NumPy arrays that jaxlib's CPU client can share.
 """
 
 from jax_patch._src.dlpack_errors import (
@@ -34,5 +35,10 @@ from jax_patch._src.install import (
     uninstall as uninstall,
 )
 from jax_patch._src.numpy.lax_numpy import from_dlpack as from_dlpack
+from jax_patch._src.numpy_alignment import (
+    aligned_allocation as aligned_allocation,
+    aligned_copy as aligned_copy,
+    aligned_empty as aligned_empty,
+)
 
 __version__ = "0.2.0"

@@ -28,8 +28,10 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import jax
 
+from jax_patch._delivery import check
 from jax_patch._delivery import cli
 from jax_patch.testing import conformance
+from jax_patch.testing import numpy_input
 
 _LONG_REASON = ("the result aliases the source although every one of the "
                 "conditions that the standard sets for a copy holds, " * 3)
@@ -60,7 +62,9 @@ _MODE_CASE = conformance.Case("reports_x64", "reports the x64 mode",
 
 def _run_check(*argv: str, cases: list[conformance.Case]) -> tuple[int, str]:
   output = io.StringIO()
+  # One array per route and size: the survey's own test runs it in full.
   with mock.patch.object(conformance, "CASES", cases), \
+      mock.patch.object(check, "_SURVEY_COUNT", 1), \
       mock.patch.dict(os.environ, {"COLUMNS": "72"}), \
       contextlib.redirect_stdout(output):
     code = cli.main(["check", *argv])
@@ -110,6 +114,35 @@ class CheckOutputTest(absltest.TestCase):
     self.assertEqual(report["summary"]["patched"],
                      {"passed": 3, "failed": 1, "skipped": 0})
     self.assertEqual(set(report["summary"]), {"upstream", "patched"})
+
+
+class NumpyInputTest(absltest.TestCase):
+  """check reports NumPy input as users make it, beside the cases."""
+
+  def test_text_names_each_route_for_each_column(self) -> None:
+    code, output = _run_check(cases=conformance.CASES[:1])
+    self.assertEqual(code, 0, output)
+    for column in ("upstream", "patched"):
+      self.assertIn(f"  {column}, np.arange (default allocation): ", output)
+      self.assertIn(f"  {column}, aligned_copy of np.arange: 16 B 1/1",
+                    output)
+
+  def test_json_reports_rows_and_whether_aligned_input_shared(self) -> None:
+    code, output = _run_check("--json", cases=conformance.CASES[:1])
+    self.assertEqual(code, 0, output)
+    survey = json.loads(output)["numpy_input"]
+    self.assertTrue(survey["met"])
+    routes = {row["route"] for row in survey["patched"]}
+    self.assertIn("np.arange (default allocation)", routes)
+
+  def test_an_aligned_array_that_did_not_share_fails_the_check(self) -> None:
+    unshared = {"upstream": [], "patched": [numpy_input.Row(
+        "aligned_copy of np.arange", 4, 1, 0)]}
+    with mock.patch.object(check, "_survey_numpy_input",
+                           return_value=unshared):
+      code, output = _run_check(cases=conformance.CASES[:1])
+    self.assertEqual(code, 1)
+    self.assertIn("FAIL: an array made to share", output)
 
 
 class X64ModeTest(parameterized.TestCase):

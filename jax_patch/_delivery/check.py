@@ -23,6 +23,7 @@ run by :func:`gpu_verdict`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -71,6 +72,60 @@ def _run_cases() -> list[dict[str, Any]]:
                      "detail": before},
         "patched": {"outcome": _OUTCOMES[passed], "detail": after}})
   return records
+
+
+def _survey_numpy_input() -> dict[str, Any]:
+  """NumPy input as users make it, upstream then patched (numpy_input).
+
+  Each column is a list of rows, or the error that stopped it.
+  """
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import jax_patch  # pylint: disable=g-import-not-at-top
+  from jax_patch.testing import numpy_input  # pylint: disable=g-import-not-at-top
+
+  survey: dict[str, Any] = {}
+  for column, importer in (("upstream", jnp.from_dlpack),
+                           ("patched", jax_patch.from_dlpack)):
+    try:
+      survey[column] = numpy_input.survey(importer, count=_SURVEY_COUNT)
+    except Exception as err:  # pylint: disable=broad-except
+      survey[column] = f"{type(err).__name__}: {err}"
+  return survey
+
+
+# Fresh arrays per route and size: enough to see a 1-in-4 chance.
+_SURVEY_COUNT = 20
+
+
+def _survey_met(survey: dict[str, Any]) -> bool:
+  """Whether every array the aligning routes made shared, patched."""
+  from jax_patch.testing import numpy_input  # pylint: disable=g-import-not-at-top
+  rows = survey["patched"]
+  return not isinstance(rows, str) and not numpy_input.unshared_aligned(rows)
+
+
+def _print_survey(survey: dict[str, Any], width: int) -> None:
+  """Prints the survey: per column, a paragraph per route."""
+  from jax_patch.testing import numpy_input  # pylint: disable=g-import-not-at-top
+  print(textwrap.fill(
+      f"NumPy input as users make it: copy=False on {_SURVEY_COUNT} fresh "
+      "float32 arrays per size, all alive; shared/made:", width))
+  for column, rows in survey.items():
+    found = ([f"could not run: {rows}"] if isinstance(rows, str)
+             else numpy_input.lines(rows))
+    for line in found:
+      print(textwrap.fill(f"{column}, {line}", width, initial_indent="  ",
+                          subsequent_indent="    "))
+  if not _survey_met(survey):
+    print(textwrap.fill("FAIL: an array made to share (aligned_copy, "
+                        "aligned_allocation) did not, patched", width))
+  print()
+
+
+def _survey_json(survey: dict[str, Any]) -> dict[str, Any]:
+  return {column: rows if isinstance(rows, str)
+          else [dataclasses.asdict(row) for row in rows]
+          for column, rows in survey.items()} | {"met": _survey_met(survey)}
 
 
 def _summary(records: list[dict[str, Any]], column: str) -> dict[str, int]:
@@ -241,6 +296,7 @@ def _check_in_this_mode(as_json: bool, require_gpu: bool = False) -> int:
     if untested is not None:
       print(f"UNTESTED: {untested}")
   records = _run_cases()
+  survey = _survey_numpy_input()
   summary = {column: _summary(records, column)
              for column in ("upstream", "patched")}
   verdict = gpu_verdict(records) if require_gpu else None
@@ -248,19 +304,22 @@ def _check_in_this_mode(as_json: bool, require_gpu: bool = False) -> int:
   if as_json:
     report = {"jax": jax.__version__, "cpu_devices": devices,
               "x64": mode.split()[-1], "untested": untested,
-              "cases": records, "summary": summary}
+              "cases": records, "numpy_input": _survey_json(survey),
+              "summary": summary}
     if verdict is not None:
       report["require_gpu"] = verdict
     json.dump(report, sys.stdout, indent=2)
     print()
   else:
     _print_table(records, width)
+    _print_survey(survey, width)
     for column in ("upstream", "patched"):
       print(_summary_line(column, summary[column]))
     if verdict is not None:
       _print_gpu_verdict(verdict, width)
   gpu_unmet = verdict is not None and not verdict["met"]
-  return 1 if summary["patched"]["failed"] or gpu_unmet else 0
+  return (1 if summary["patched"]["failed"] or gpu_unmet
+          or not _survey_met(survey) else 0)
 
 
 def check_both(as_json: bool = False, require_gpu: bool = False) -> int:

@@ -676,7 +676,7 @@ def _import_host_copy(info: dlpack_capsule.TensorInfo, source: Any,
   The capsule ``info`` was read from owns the producer's memory, which the
   copy reads: the caller keeps it alive until this returns.
   """
-  copied = _aligned_empty(info.shape, canonical)
+  copied = aligned_empty(info.shape, canonical)
   np.copyto(copied, dlpack_capsule.host_view(info), casting="unsafe")
   return _adopt_host_copy(copied, source)
 
@@ -692,8 +692,13 @@ def _adopt_host_copy(copied: np.ndarray[Any, Any], source: Any) -> Any:
   return dlpack_device.place(copied, source)
 
 
-def _aligned_empty(shape: tuple[int, ...],
-                   dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+def aligned_empty(shape: tuple[int, ...],
+                  dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+  """A new C-contiguous array whose data jaxlib's CPU client aliases.
+
+  Its ``base`` is a ``uint8`` block up to one alignment longer, which owns
+  the memory. jax_patch's public ``aligned_empty`` checks the arguments.
+  """
   alignment = dlpack_compat.CPU_ZERO_COPY_ALIGNMENT
   nbytes = math.prod(shape) * dtype.itemsize
   raw = np.empty(nbytes + alignment, np.uint8)

@@ -50,6 +50,8 @@ _DLPACK = "jax_patch/_src/dlpack.py"
 _CAPSULE = "jax_patch/_src/dlpack_capsule.py"
 _DEVICE = "jax_patch/_src/dlpack_device.py"
 _PLAN = "jax_patch/_src/dlpack_plan.py"
+_ALIGNMENT = "jax_patch/_src/numpy_alignment.py"
+_ALIGNMENT_TEST = "tests/numpy_alignment_test.py"
 _IMPORT_TEST = "tests/dlpack_import_test.py"
 _CAPSULE_TEST = "tests/dlpack_capsule_test.py"
 _EXPORT_TEST = "tests/dlpack_export_test.py"
@@ -81,6 +83,17 @@ class Mutation:
 
 
 MUTATIONS = (
+    # Issue 39: aligned_allocation's C-library calls.
+    Mutation(
+        "aligned_calloc_leaves_memory_dirty", _ALIGNMENT,
+        "    _libc().memset(address, 0, count * itemsize)", "    pass",
+        (f"{_ALIGNMENT_TEST}::AlignedAllocationTest",), fast=True,
+        keyword="zeros_are_zero"),
+    Mutation(
+        "aligned_realloc_keeps_what_realloc_gives", _ALIGNMENT,
+        "  if moved is None or not moved % ALIGNMENT:", "  if True:",
+        (f"{_ALIGNMENT_TEST}::AlignedAllocationTest",), fast=True,
+        keyword="resize"),
     # Issue 25: the use-after-free of a NULL-deleter producer's structure.
     Mutation(
         "null_deleter_structure_read_after_return", _CAPSULE,

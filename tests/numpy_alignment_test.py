@@ -143,11 +143,12 @@ class AlignedEmptyTest(parameterized.TestCase):
 class AlignedCopyTest(parameterized.TestCase):
 
   def _sources(self) -> dict[str, np.ndarray[Any, Any]]:
-    base = np.arange(48, dtype=np.float32).reshape(6, 8)
-    read_only = base.copy()
+    # At malloc's 16 bytes past the alignment, whatever the allocator gave:
+    # then no view of it can be shared as it is.
+    base = conformance.aligned_array((6, 8), misalign_bytes=16)
+    read_only = conformance.aligned_array((6, 8), misalign_bytes=16)
     read_only.flags.writeable = False
-    return {"misaligned": conformance.aligned_array((6, 8),
-                                                    misalign_bytes=16),
+    return {"misaligned": base,
             "transposed": base.T, "strided": base[::2, ::3],
             "reversed": base[::-1], "read_only": read_only,
             "zero_size": base[:0]}

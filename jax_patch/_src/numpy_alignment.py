@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import importlib
 import operator
 import sys
 from collections.abc import Iterator, Sequence
@@ -149,12 +150,12 @@ def _shareable_dtype(dtype: DTypeLike, caller: str) -> np.dtype[Any]:
 
 
 def _numpy_allocator() -> Any:
+  """The numpy_allocator module: a C extension no type checker can read."""
   try:
-    import numpy_allocator  # pylint: disable=g-import-not-at-top
+    return importlib.import_module("numpy_allocator")
   except ImportError as err:
     raise ImportError(
         f"aligned_allocation needs numpy-allocator: {_INSTALL_HINT}") from err
-  return numpy_allocator
 
 
 @functools.cache

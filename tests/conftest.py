@@ -15,8 +15,9 @@
 """pytest's set-up for the suite: the memory-safety mark, and a heap that
 each test collects alone.
 
-The memory-safety tests are those that read or release DLPack structures:
-the capsule module, its fuzz, and the reliability and lifetime tests.
+The memory-safety tests are those that read or release DLPack structures
+(the capsule module, its fuzz, and the reliability and lifetime tests), and
+those of the allocator aligned_allocation gives NumPy.
 tools/hostile_allocator.sh runs them (``-m memory_safety``) under an
 allocator that poisons freed memory, which the version matrix's x64-off
 pass leaves them to (``-m "not memory_safety"``). The leak loops are not
@@ -48,7 +49,7 @@ import pytest
 
 _MEMORY_SAFETY_MODULES = frozenset({
     "capsule_fuzz_test", "dlpack_capsule_test", "lifetime_test",
-    "reliability_test"})
+    "numpy_alignment_test", "reliability_test"})
 _LEAK_LOOPS = frozenset({"LeakTest", "LeakCheckTest"})
 # Modules whose outcome cannot depend on jax_enable_x64, as
 # tests/x64_independence_test.py proves of each: the version matrix's x64-on
@@ -59,7 +60,8 @@ X64_INDEPENDENT_MODULES = frozenset({"typing_test"})
 
 def pytest_configure(config: pytest.Config) -> None:
   config.addinivalue_line(
-      "markers", "memory_safety: reads or releases DLPack structures "
+      "markers", "memory_safety: reads or releases DLPack structures, or "
+      "allocates NumPy memory itself "
       "(tools/hostile_allocator.sh runs these)")
   config.addinivalue_line(
       "markers", "x64_independent: its outcome is the same in both x64 "

@@ -160,9 +160,14 @@ def _numpy_allocator() -> Any:
 
 @functools.cache
 def _libc() -> ctypes.CDLL:
-  """The C library, with the signatures the allocator calls."""
-  import ctypes.util  # pylint: disable=g-import-not-at-top
-  libc = ctypes.CDLL(ctypes.util.find_library("c"))
+  """The C library's allocator, with the signatures the allocator calls.
+
+  Looked up as the process links it, not in libc.so itself: ``free`` (which
+  numpy-allocator calls from C) and these must come from the same malloc,
+  and a preloaded one (jemalloc, tcmalloc, glibc's debugging malloc)
+  replaces all of them.
+  """
+  libc = ctypes.CDLL(None)
   libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
   libc.aligned_alloc.restype = ctypes.c_void_p
   libc.realloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
@@ -224,14 +229,22 @@ def _allocator() -> Any:
   """The NEP 49 allocator, built once and kept for good.
 
   Arrays allocated by it hold its handler for life; the class holds the
-  handler, and this cache the class. ``free`` is left to numpy-allocator's
-  default, the C library's: memory from ``aligned_alloc`` and ``realloc``
-  is freed by it, and freeing then runs no Python (interpreter shutdown
-  included).
+  handler, and this cache the class. ``free`` is the C library's own, called
+  from C: freeing runs no Python (interpreter shutdown included). It is the
+  ``free`` found with ``aligned_alloc`` and ``realloc`` (numpy-allocator's
+  built-in one may bind another malloc's: glibc's debugging malloc, once
+  preloaded, serves the versioned symbols C code links to, and not what
+  ``dlsym`` finds).
   """
   numpy_allocator = _numpy_allocator()
+  # numpy-allocator reads a C function's address from this cell, which the
+  # class keeps alive, and calls it as free(ptr, size): the C calling
+  # conventions of the platforms it has wheels for ignore the extra size.
+  free = ctypes.c_void_p(ctypes.cast(_libc().free, ctypes.c_void_p).value)
   return numpy_allocator.type(HANDLER_NAME, (), {
       "_malloc_": staticmethod(_malloc),
       "_calloc_": staticmethod(_calloc),
       "_realloc_": staticmethod(_realloc),
+      "_free_": ctypes.addressof(free),
+      "_free_cell": free,
   })

@@ -12,11 +12,16 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Tests for `jax-patch stubs`: what it writes, --check, and the JAX stubs it
-refuses. tests/typing_test.py runs the type checkers over what it writes."""
+"""Tests for `jax-patch stubs`: what it writes, what it installs (--install),
+--check, and what it refuses. tests/typing_test.py runs the type checkers over
+what it writes and installs."""
 
+import base64
 import contextlib
+import csv
+import hashlib
 import io
+import json
 import os
 import pathlib
 import re
@@ -219,6 +224,151 @@ class CommandTest(_ScratchTest):
     status, _, err = _run("stubs", "--out", str(self.out), "--check")
     self.assertEqual(status, 1)
     self.assertIn("differs: jax-stubs/__init__.py", err)
+
+
+class InstallTest(_ScratchTest):
+  """`jax-patch stubs --install [--check]`, into a scratch venv's
+  site-packages (the one ``stubs.site_packages`` names in the command)."""
+
+  def setUp(self) -> None:
+    super().setUp()
+    venv = self.scratch / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip",
+                    str(venv)], check=True, capture_output=True, timeout=600)
+    self.python = venv / "bin" / "python"
+    self.site = pathlib.Path(subprocess.run(
+        [str(self.python), "-c",
+         "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True, timeout=600).stdout.strip())
+    self.before = self.listing()
+    self.package = stubs.build(_INSTALLED, jax.__version__)
+    self.dist_info = (f"jax_patch_jax_stubs-{jax.__version__}.dist-info")
+
+  def listing(self) -> set[str]:
+    return {path.relative_to(self.site).as_posix()
+            for path in self.site.rglob("*")}
+
+  def install(self, *extra: str) -> tuple[int, str, str]:
+    with mock.patch.object(stubs, "site_packages", return_value=self.site):
+      return _run("stubs", "--install", *extra)
+
+  def pip(self, *argv: str) -> subprocess.CompletedProcess[str]:
+    """pip, acting on the scratch venv."""
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check",
+         "--python", str(self.python), *argv], capture_output=True,
+        text=True, timeout=600, check=False)
+
+  def test_installs_the_package_and_a_record_of_it(self) -> None:
+    status, out, err = self.install()
+    self.assertEqual(status, 0, err)
+    self.assertIn(f"installed jax-patch-jax-stubs {jax.__version__}", out)
+    for path, contents in self.package.files.items():
+      self.assertEqual((self.site / path).read_bytes(), contents, path)
+    metadata = (self.site / self.dist_info / "METADATA").read_text()
+    self.assertIn("Name: jax-patch-jax-stubs\n", metadata)
+    self.assertIn(f"Version: {jax.__version__}\n", metadata)
+    self.assertIn(f"Requires-Dist: jax=={jax.__version__}\n", metadata)
+    # RECORD lists every file installed, each with pip's hash and size.
+    with (self.site / self.dist_info / "RECORD").open(newline="") as record:
+      rows = list(csv.reader(record))
+    self.assertEqual({path for path, _, _ in rows},
+                     self.listing() - self.before
+                     - {self.dist_info, stubs.STUB_PACKAGE}
+                     - {path for path in self.listing()
+                        if (self.site / path).is_dir()})
+    for path, digest, size in rows:
+      if path.endswith("/RECORD"):
+        self.assertEqual((digest, size), ("", ""))
+        continue
+      contents = (self.site / path).read_bytes()
+      expected = base64.urlsafe_b64encode(
+          hashlib.sha256(contents).digest()).rstrip(b"=").decode()
+      self.assertEqual((digest, size), (f"sha256={expected}",
+                                        str(len(contents))), path)
+
+  def test_pip_lists_it_and_uninstall_removes_every_file(self) -> None:
+    self.install()
+    listed = self.pip("list", "--format=json")
+    self.assertEqual(listed.returncode, 0, listed.stderr)
+    self.assertIn({"name": "jax-patch-jax-stubs",
+                   "version": jax.__version__},
+                  [{"name": each["name"], "version": each["version"]}
+                   for each in json.loads(listed.stdout)])
+    removed = self.pip("uninstall", "-y", "jax-patch-jax-stubs")
+    self.assertEqual(removed.returncode, 0, removed.stderr)
+    self.assertEqual(self.listing(), self.before)
+
+  def test_check_passes_on_what_it_installed(self) -> None:
+    self.install()
+    status, out, _ = self.install("--check")
+    self.assertEqual(status, 0)
+    self.assertIn("matches", out)
+
+  def test_check_fails_where_nothing_is_installed(self) -> None:
+    status, _, err = self.install("--check")
+    self.assertEqual(status, 1)
+    self.assertIn(f"missing: {self.dist_info}", err)
+    self.assertEqual(self.listing(), self.before)
+
+  def test_check_fails_on_a_changed_file(self) -> None:
+    self.install()
+    (self.site / "jax-stubs/_src/basearray.pyi").write_text("class Array: ...\n")
+    status, _, err = self.install("--check")
+    self.assertEqual(status, 1)
+    self.assertIn("differs: jax-stubs/_src/basearray.pyi", err)
+
+  def test_check_fails_on_another_jaxs_install_and_install_replaces_it(
+      self) -> None:
+    files = dict(self.package.files)
+    files["jax-stubs/old.pyi"] = b"x: int\n"
+    stubs.install(self.site, stubs.StubPackage("0.0.1", files))
+    status, _, err = self.install("--check")
+    self.assertEqual(status, 1)
+    self.assertIn(f"missing: {self.dist_info}", err)
+    self.assertIn("not expected: jax_patch_jax_stubs-0.0.1.dist-info", err)
+    self.assertIn("not expected: jax-stubs/old.pyi", err)
+    status, _, err = self.install()
+    self.assertEqual(status, 0, err)
+    self.assertEqual(self.listing() - self.before,
+                     {path for path in self.listing() - self.before
+                      if path.startswith((self.dist_info,
+                                          stubs.STUB_PACKAGE))})
+    self.assertFalse((self.site / "jax-stubs/old.pyi").exists())
+    self.assertEqual(self.install("--check")[0], 0)
+
+  def test_refuses_a_jax_stubs_it_did_not_install(self) -> None:
+    foreign = self.site / "jax-stubs/__init__.pyi"
+    foreign.parent.mkdir()
+    foreign.write_text("x: int\n")
+    status, _, err = self.install()
+    self.assertEqual(status, 1)
+    self.assertIn(f"{self.site / 'jax-stubs'} is already there and "
+                  "jax-patch did not install it", err)
+    self.assertEqual(foreign.read_text(), "x: int\n")
+    self.assertFalse((self.site / self.dist_info).exists())
+    status, _, err = self.install("--check")
+    self.assertEqual(status, 1)
+    self.assertIn("not ours: jax-stubs", err)
+
+  def test_refuses_a_site_packages_it_cannot_write(self) -> None:
+    # As root, a read-only folder is still writable: ask as a user would.
+    with mock.patch.object(os, "access", return_value=False):
+      status, _, err = self.install()
+    self.assertEqual(status, 1)
+    self.assertIn(f"cannot write to {self.site}", err)
+    self.assertEqual(self.listing(), self.before)
+
+  def test_out_is_not_for_install(self) -> None:
+    status, _, err = self.install("--out", str(self.scratch / "out"))
+    self.assertEqual(status, 2)
+    self.assertIn("--out DIR: not with --install", err)
+    self.assertEqual(self.listing(), self.before)
+
+  def test_uses_the_running_interpreters_site_packages(self) -> None:
+    import sysconfig  # pylint: disable=g-import-not-at-top
+    self.assertEqual(stubs.site_packages(),
+                     pathlib.Path(sysconfig.get_paths()["purelib"]))
 
 
 class WheelTest(_ScratchTest):

@@ -17,17 +17,20 @@
 Each test runs a type checker (mypy, pyright, pyrefly or pytype) in a
 subprocess and compares what it reports with what the checked file expects.
 The usage tests check a scratch project as a user's CI has it: the usage
-files, `jax-patch stubs`'s output for the installed JAX, and each checker
-configured by the README's own snippet.
+files, a virtualenv holding `jax-patch stubs --install`'s distribution (inside
+the project or outside it), and each checker run as docs/typing.md says,
+activated or not, over the project, a file, or `.`.
 """
 
 import json
 import os
 import pathlib
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from typing import Callable
 import unittest
@@ -63,11 +66,12 @@ requires_pytype = unittest.skipUnless(_PYTYPE_RUNS_HERE, _NO_PYTYPE_HERE)
 
 
 def run_checker(command: list[str], cwd: pathlib.Path,
-                env: dict[str, str] | None = None
+                env: dict[str, str | None] | None = None
                 ) -> subprocess.CompletedProcess[str]:
   """Runs a type checker in a subprocess, this module's only way to run one.
 
-  Its environment is this process's, less JAX_ENABLE_X64, plus ``env``: the
+  Its environment is this process's, less JAX_ENABLE_X64, plus ``env`` (a
+  None there unsets the variable): the
   checkers read source and never run it, and without the flag nothing they
   run can see it either. This module's outcome is therefore the same in
   both x64 modes, which lets the edges' x64-on pass leave it out
@@ -75,7 +79,11 @@ def run_checker(command: list[str], cwd: pathlib.Path,
   """
   environment = {name: value for name, value in os.environ.items()
                  if name != "JAX_ENABLE_X64"}
-  environment.update(env or {})
+  for name, value in (env or {}).items():
+    if value is None:
+      environment.pop(name, None)
+    else:
+      environment[name] = value
   return subprocess.run(command, cwd=cwd, env=environment,
                         capture_output=True, text=True, timeout=600,
                         check=False)
@@ -133,9 +141,9 @@ def _installed_stubs() -> stubs.StubPackage:
 class UserProject:
   """A scratch project as a user's CI has it.
 
-  The two usage files, ``typings/`` as ``jax-patch stubs`` writes it (or
-  ``files``, to try another layout), and a ``pyproject.toml`` holding the
-  README's pyright and pyrefly snippets. One line each adds this checkout,
+  The two usage files, ``typings/`` as ``jax-patch stubs --out typings``
+  writes it (or ``files``, to try another layout), and a ``pyproject.toml``
+  holding docs/typing.md's pyright and pyrefly snippets for it. One line each adds this checkout,
   where the checkers find ``jax_patch``: an editable install of it is an
   import hook no checker follows.
   """
@@ -155,7 +163,8 @@ class UserProject:
         + readme_snippet("pyrefly") + f"search-path = [{str(_ROOT)!r}]\n")
 
   def _run(self, command: list[str],
-           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+           env: dict[str, str | None] | None = None
+           ) -> subprocess.CompletedProcess[str]:
     return run_checker(command, self.root, env)
 
   def mypy(self, cache: pathlib.Path) -> tuple[dict[str, Errors], str]:
@@ -222,14 +231,226 @@ def _dlpack_method_lines() -> set[int]:
   return set(range(first, last + 1))
 
 
-class UserCITest(parameterized.TestCase):
-  """mypy, pyright and pyrefly in a user's project, as the README sets
-  each up, with `jax-patch stubs`'s output; and what goes wrong without it
-  or with another layout."""
+def doc_commands(snippet: str) -> dict[str, list[str]]:
+  """The documented command line of each checker in snippet ``snippet``:
+  checker name (``mypy``, ``pyright``, ``pyrefly``) -> argv, ``$VENV``
+  unexpanded."""
+  commands = {}
+  for line in readme_snippet(snippet).splitlines():
+    argv = shlex.split(line, comments=True)
+    if argv:
+      checker = pathlib.PurePosixPath(argv[0]).name
+      commands[checker] = argv
+  return commands
+
+
+def _script(name: str) -> str:
+  """A console script's source, as pip writes ``bin/name``, less shebang."""
+  entry = {"mypy": "from mypy.__main__ import console_entry as main",
+           "pyright": "from pyright.cli import entrypoint as main",
+           "jax-patch": "from jax_patch._delivery.cli import main"}[name]
+  return f"import sys\n{entry}\nsys.exit(main())\n"
+
+
+class UserVenv:
+  """A user's virtualenv, at ``root``: what they installed, and
+  ``jax-patch stubs --install``'s distribution in its own site-packages.
+
+  Its interpreter sees this one's packages (JAX, the checkers) and this
+  checkout (``jax_patch``, as installed: an editable install's import hook
+  is what no checker follows) through a ``.pth`` file, after its own
+  site-packages, as a package installed there would be; ``bin/`` holds the
+  checkers and ``jax-patch``, as pip installs them.
+  """
+
+  def __init__(self, root: pathlib.Path, install: bool = True) -> None:
+    self.root = root
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)],
+                   check=True, capture_output=True, timeout=600)
+    self.python = root / "bin" / "python"
+    self.site = pathlib.Path(subprocess.run(
+        [str(self.python), "-c",
+         "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True, timeout=600).stdout.strip())
+    paths = [str(_ROOT), *(path for path in sys.path
+                           if "-packages" in path and os.path.isdir(path))]
+    (self.site / "_jax_patch_user.pth").write_text("\n".join(paths) + "\n")
+    for name in ("mypy", "pyright", "jax-patch"):
+      script = root / "bin" / name
+      script.write_text(f"#!{self.python}\n" + _script(name))
+      script.chmod(0o755)
+    (root / "bin" / "pyrefly").symlink_to(
+        pathlib.Path(sysconfig.get_path("scripts")) / "pyrefly")
+    if install:
+      run = subprocess.run([str(root / "bin" / "jax-patch"), "stubs",
+                            "--install"], capture_output=True, text=True,
+                           timeout=600, check=False)
+      if run.returncode:
+        raise AssertionError(f"jax-patch stubs --install: {run.stderr}")
+
+  def environment(self, activated: bool) -> dict[str, str | None]:
+    """``source bin/activate``'s environment, or none of it."""
+    path = [entry for entry in os.environ.get("PATH", "").split(os.pathsep)
+            if entry]
+    if not activated:
+      return {"PATH": os.pathsep.join(path), "VIRTUAL_ENV": None}
+    return {"PATH": os.pathsep.join([str(self.root / "bin"), *path]),
+            "VIRTUAL_ENV": str(self.root)}
+
+
+# Where a project's checkers are run from, as tests choose them: (location
+# of the venv, activated, mode). Pairwise: each two of the three have each
+# pair of their values in some case, in 6 runs rather than 12 (mypy, which
+# has no project mode: 4). Modes: "project" runs the checker with no path,
+# "FILE" names the two usage files, "." names the folder.
+_CASES = (("outside", False, "project"), ("outside", True, "FILE"),
+          ("outside", False, "."), ("inside", True, "project"),
+          ("inside", False, "FILE"), ("inside", True, "."))
+_MYPY_CASES = (("outside", False, "FILE"), ("outside", True, "."),
+               ("inside", True, "FILE"), ("inside", False, "."))
+
+
+def _case_name(checker: str, location: str, activated: bool,
+               mode: str) -> str:
+  state = "activated" if activated else "not_activated"
+  where = {"project": "project", "FILE": "file", ".": "dot"}[mode]
+  return f"_{checker}_venv_{location}_{state}_{where}"
+
+
+def _user_cases() -> list[tuple[str, str, str, bool, str]]:
+  return [(_case_name(checker, *case), checker, *case)
+          for checker in ("mypy", "pyright", "pyrefly")
+          for case in (_MYPY_CASES if checker == "mypy" else _CASES)]
+
+
+def parse_report(checker: str, stdout: str) -> dict[str, set[int]]:
+  """The error lines per file name in a checker's report (pyright's and
+  pyrefly's JSON, mypy's text)."""
+  lines: dict[str, set[int]] = {_USAGE.name: set(), _ORDINARY.name: set()}
+  if checker == "mypy":
+    found = [(m["path"], int(m["line"]))
+             for m in _MYPY_ERROR.finditer(stdout)]
+  elif checker == "pyright":
+    report = json.loads(stdout)
+    if not report["summary"]["filesAnalyzed"]:
+      raise AssertionError(f"pyright checked no file: {stdout}")
+    found = [(d["file"], d["range"]["start"]["line"] + 1)
+             for d in report["generalDiagnostics"]
+             if d["severity"] == "error"]
+  else:
+    found = [(e["path"], e["line"])
+             for e in json.loads(stdout[stdout.index("{"):])["errors"]
+             if e["severity"] == "error"]
+  for path, line in found:
+    lines.setdefault(pathlib.Path(path).name, set()).add(line)
+  return lines
+
+
+class UserVenvProject:
+  """A scratch project: the two usage files, a ``pyproject.toml`` that only
+  names pyrefly (pyrefly 1.1.1 with no configuration at all checks in its
+  lenient ``basic`` preset, which reports none of the marked errors), and a
+  :class:`UserVenv` inside it (``.venv``) or beside it."""
+
+  def __init__(self, root: pathlib.Path, venv_inside: bool,
+               install: bool = True,
+               cache: pathlib.Path | None = None) -> None:
+    self.root = root / "project"
+    self.root.mkdir(parents=True)
+    for source in (_USAGE, _ORDINARY):
+      shutil.copy(source, self.root)
+    (self.root / "pyproject.toml").write_text("[tool.pyrefly]\n")
+    self.venv = UserVenv(self.root / ".venv" if venv_inside
+                         else root / "venv", install)
+    self.cache = cache or root / "mypy-cache"
+
+  def run(self, checker: str, activated: bool,
+          mode: str) -> tuple[dict[str, set[int]], str]:
+    """``checker`` run as docs/typing.md says, over ``mode``."""
+    argv = doc_commands("activated" if activated else "not-activated")[
+        checker]
+    argv = [arg.replace("$VENV", str(self.venv.root)) for arg in argv]
+    paths = {"project": [], "FILE": [_USAGE.name, _ORDINARY.name],
+             ".": ["."]}[mode]
+    if checker == "mypy":
+      argv = [arg for arg in argv if arg != "your_code"] + paths + [
+          "--no-error-summary", "--show-error-codes"]
+    else:
+      argv = argv + paths + (["--outputjson"] if checker == "pyright" else
+                             ["--output-format", "json"])
+    env = self.venv.environment(activated)
+    env["PYRIGHT_PYTHON_IGNORE_WARNINGS"] = "1"
+    env["MYPY_CACHE_DIR"] = str(self.cache)
+    run = run_checker(argv, self.root, env)
+    output = f"{shlex.join(argv)}\n{run.stdout}{run.stderr}"
+    if checker == "pyrefly" and run.returncode not in (0, 1):
+      raise AssertionError(f"pyrefly failed: {output}")
+    return parse_report(checker, run.stdout), output
+
+
+class UserVenvTest(parameterized.TestCase):
+  """mypy, pyright and pyrefly in a user's project, run as docs/typing.md
+  says, with `jax-patch stubs --install`'s distribution in the venv: the
+  venv inside the project or outside it, activated or not, each checker
+  over the project, a file or `.`. Exactly the marked lines are rejected.
+
+  And, in a venv without the distribution, the issue's false errors."""
+
+  scratch: pathlib.Path
+  projects: dict[str, UserVenvProject]
+
+  @classmethod
+  def setUpClass(cls) -> None:
+    super().setUpClass()
+    cls.scratch = pathlib.Path(tempfile.mkdtemp(prefix="jax-patch-venv-"))
+    cls.projects = {}
+
+  @classmethod
+  def tearDownClass(cls) -> None:
+    shutil.rmtree(cls.scratch, ignore_errors=True)
+    super().tearDownClass()
+
+  @classmethod
+  def project(cls, location: str, install: bool = True) -> UserVenvProject:
+    key = location if install else f"{location}-bare"
+    if key not in cls.projects:
+      # One mypy cache for all: they differ in jax-stubs' paths only.
+      cls.projects[key] = UserVenvProject(cls.scratch / key,
+                                          location == "inside", install,
+                                          cls.scratch / "mypy-cache")
+    return cls.projects[key]
+
+  @parameterized.named_parameters(*_user_cases())
+  def test_exactly_the_marked_lines_are_rejected(
+      self, checker: str, location: str, activated: bool, mode: str) -> None:
+    reported, output = self.project(location).run(checker, activated, mode)
+    for path in (_USAGE, _ORDINARY):
+      expected = _lines(expected_errors(path.read_text()))
+      self.assertNotEmpty(expected)
+      self.assertEqual(reported[path.name], expected, output)
+
+  @parameterized.named_parameters(*_USER_CHECKERS)
+  def test_without_the_distribution_array_dlpack_calls_are_rejected(
+      self, checker: str) -> None:
+    # What the issue measured: JAX's own stubs reject the standard's calls.
+    mode = "FILE" if checker == "mypy" else "project"
+    reported, output = self.project("outside", install=False).run(
+        checker, False, mode)
+    expected = _lines(expected_errors(_USAGE.read_text()))
+    self.assertNotEmpty(reported[_USAGE.name] - expected, output)
+    self.assertLessEqual(reported[_USAGE.name] - expected,
+                         _dlpack_method_lines(), output)
+
+
+class TypingsFolderTest(parameterized.TestCase):
+  """mypy, pyright and pyrefly in a user's project with `jax-patch stubs
+  --out typings` (no install), each set up as docs/typing.md's section on
+  it says; and pyrefly's path mode with the venv outside the project,
+  which that folder cannot serve (the reason the docs install the stubs
+  instead)."""
 
   scratch: pathlib.Path
   project: UserProject
-  bare: UserProject
   results: dict[str, dict[str, set[int]]]
   outputs: dict[str, str]
 
@@ -239,7 +460,6 @@ class UserCITest(parameterized.TestCase):
     cls.scratch = pathlib.Path(tempfile.mkdtemp(prefix="jax-patch-ci-"))
     cls.project = UserProject(cls.scratch / "project",
                               _installed_stubs().files)
-    cls.bare = UserProject(cls.scratch / "bare", None)
     cls.results, cls.outputs = {}, {}
 
   @classmethod
@@ -280,14 +500,17 @@ class UserCITest(parameterized.TestCase):
     self.assertLen(expected, 1)
     self.check(checker, self.project, _ORDINARY, expected)
 
-  @parameterized.named_parameters(*_USER_CHECKERS)
-  def test_without_the_stubs_array_dlpack_calls_are_rejected(
-      self, checker: str) -> None:
-    # What the issue measured: JAX's own stubs reject the standard's calls.
+  def test_pyrefly_path_mode_does_not_read_the_folder(self) -> None:
+    # pyrefly 1.1.1, its interpreter outside the project, applies
+    # site-package-path in project mode only: given files, or `.`, it mixes
+    # the folder's stubs with JAX's own, and rejects valid lines ("`Array`
+    # is not assignable to `Array`", as the issue measured).
+    run = run_checker([sys.executable, "-m", "pyrefly", "check",
+                       "--output-format", "json", "--python-interpreter-path",
+                       sys.executable, _USAGE.name], self.project.root)
+    reported = parse_report("pyrefly", run.stdout)[_USAGE.name]
     expected = _lines(expected_errors(_USAGE.read_text()))
-    reported = self.reported(checker, self.bare)[_USAGE.name]
-    self.assertNotEmpty(reported - expected)
-    self.assertLessEqual(reported - expected, _dlpack_method_lines())
+    self.assertNotEmpty(reported - expected, run.stdout)
 
   def test_mypy_codes_are_the_marked_ones(self) -> None:
     errors, output = self.project.mypy(self.scratch / "mypy-cache")
@@ -346,7 +569,8 @@ class LayoutTest(absltest.TestCase):
 
 
 class PytypeUserTest(absltest.TestCase):
-  """pytype in a user's project, configured as the README says: not at all.
+  """pytype in a user's project, configured as docs/typing.md says: not at
+  all, beside a venv holding the installed stubs.
 
   It reads no installed package's types, so JAX and jax_patch are Any to it:
   it reports nothing on either usage file, stubs or not.
@@ -356,7 +580,7 @@ class PytypeUserTest(absltest.TestCase):
   def test_reports_nothing_on_the_usage_files(self) -> None:
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="jax-patch-pytype-"))
     self.addCleanup(shutil.rmtree, scratch, ignore_errors=True)
-    project = UserProject(scratch / "project", _installed_stubs().files)
+    project = UserVenvProject(scratch, venv_inside=False)
     # A plain error beside them: pytype does check this project.
     plain = project.root / "plain_error.py"
     plain.write_text("total = 1 + 'one'\n")

@@ -185,25 +185,39 @@ def _series_command(args: argparse.Namespace) -> int:
 def _add_stubs_parser(commands: Any) -> None:
   from jax_patch._delivery import stubs  # pylint: disable=g-import-not-at-top
   parser = commands.add_parser(
-      "stubs", help="write the installed JAX's .pyi files that the patch "
-      "corrects, as a partial stub package DIR/jax-stubs that pyright, "
-      "pyrefly and mypy read over the installed JAX")
+      "stubs", help="write the installed JAX's .pyi files, with the "
+      "declarations the patch corrects, as a partial stub package jax-stubs "
+      "that mypy, pyright and pyrefly read over the installed JAX: with "
+      "--install, into this interpreter's site-packages (where every checker "
+      "finds it, however run); else into DIR/jax-stubs")
   parser.add_argument(
-      "--out", metavar="DIR", default=stubs.DEFAULT_DIR,
-      help=f"where jax-stubs goes (default: {stubs.DEFAULT_DIR}, pyright's "
-      "default stubPath)")
+      "--install", action="store_true",
+      help=f"install it as the distribution {stubs.DISTRIBUTION} into "
+      "this interpreter's site-packages (pip uninstall removes it), "
+      "replacing one installed so before")
+  parser.add_argument(
+      "--out", metavar="DIR", default=None,
+      help=f"where jax-stubs goes without --install (default: "
+      f"{stubs.DEFAULT_DIR}, pyright's default stubPath)")
   parser.add_argument(
       "--check", action="store_true",
-      help="write nothing; exit 1 when DIR/jax-stubs does not match the "
-      "installed JAX (after a JAX upgrade: run without --check)")
+      help="write nothing; exit 1 when the stubs installed (--install) or "
+      "in DIR do not match the installed JAX (after a JAX upgrade: run "
+      "without --check)")
 
 
 def _stubs_command(args: argparse.Namespace) -> int:
   from jax_patch._delivery import stubs  # pylint: disable=g-import-not-at-top
   from jax_patch._delivery import vendor  # pylint: disable=g-import-not-at-top
+  if args.install and args.out is not None:
+    raise _UsageError("--out DIR: not with --install, which installs into "
+                      "this interpreter's site-packages")
+  if args.install:
+    return _stubs_install(args, stubs.site_packages())
+  out_arg = stubs.DEFAULT_DIR if args.out is None else args.out
   root = _installed_jax_root()
-  out = (pathlib.Path(args.out) if args.check
-         else _output_directory(args.out, "--out"))
+  out = (pathlib.Path(out_arg) if args.check
+         else _output_directory(out_arg, "--out"))
   try:
     package = stubs.build(root, vendor.jax_version(root))
   except (stubs.StubsError, vendor.VendorError) as err:
@@ -233,6 +247,49 @@ def _stubs_command(args: argparse.Namespace) -> int:
     return 0
   print(f"wrote {where} for JAX {package.jax_version}: "
         f"{', '.join(written)}")
+  return 0
+
+
+def _stubs_install(args: argparse.Namespace, site: pathlib.Path) -> int:
+  """``jax-patch stubs --install [--check]`` into ``site``."""
+  from jax_patch._delivery import stubs  # pylint: disable=g-import-not-at-top
+  from jax_patch._delivery import vendor  # pylint: disable=g-import-not-at-top
+  root = _installed_jax_root()
+  try:
+    package = stubs.build(root, vendor.jax_version(root))
+  except (stubs.StubsError, vendor.VendorError) as err:
+    _error("stubs", err)
+    return 1
+  name = f"{stubs.DISTRIBUTION} {package.jax_version}"
+  if args.check:
+    found = stubs.installed_differences(site, package)
+    if found:
+      print(f"jax-patch stubs: {stubs.DISTRIBUTION} in {site} does not "
+            f"match JAX {package.jax_version}; run `jax-patch stubs "
+            "--install`:", file=sys.stderr)
+      for difference in found:
+        print(f"  {difference}", file=sys.stderr)
+      return 1
+    print(f"{name} in {site} matches JAX {package.jax_version}"
+          if package.files else
+          f"JAX {package.jax_version}'s stubs need no correction, and "
+          f"{stubs.DISTRIBUTION} is not installed in {site}")
+    return 0
+  try:
+    installed = stubs.install(site, package)
+  except stubs.StubsError as err:
+    _error("stubs", err)
+    return 1
+  except OSError as err:
+    _error("stubs", f"cannot install into {site}: {err}")
+    return 1
+  if not installed:
+    print(f"JAX {package.jax_version}'s stubs already declare what the "
+          f"patch corrects: nothing to install ({stubs.DISTRIBUTION} "
+          "uninstalled if it was there)")
+    return 0
+  print(f"installed {name} into {site} ({len(installed)} files; "
+        f"`pip uninstall {stubs.DISTRIBUTION}` removes it)")
   return 0
 
 

@@ -18,10 +18,15 @@ The stubs are for the type checkers in users' own CI.
 
 JAX's ``.pyi`` files declare ``jax.Array.__dlpack__`` without the standard's
 keywords and no ``__dlpack_device__``, so a checker rejects calls the patch
-accepts. This writes, under a folder ``DIR``, a PEP 561 partial stub package
-``DIR/jax-stubs`` that pyright (whose default ``stubPath`` is ``typings``),
-pyrefly (``site-package-path``) and mypy (a stub package on ``PYTHONPATH``:
-it looks for none on ``mypy_path``) each merge over the installed ``jax``:
+accepts. This builds a PEP 561 partial stub package ``jax-stubs`` that the
+checkers merge over the installed ``jax``, and either installs it (``install``)
+into the running interpreter's site-packages as the distribution
+``jax-patch-jax-stubs``, where mypy, pyright and pyrefly each find it with no
+configuration, however they are run (the route docs/typing.md documents), or
+writes it under a folder ``DIR`` (``write``), which pyright (whose default
+``stubPath`` is ``typings``), pyrefly (``site-package-path``, in project mode
+only) and mypy (on ``PYTHONPATH``: it looks for no stub package on
+``mypy_path``) read when configured to. The package holds:
 
 - ``py.typed``, reading ``partial``: every module the package lacks is the
   installed JAX's own.
@@ -43,14 +48,22 @@ package on its path whose parent lacks an ``__init__``.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
+import os
 import pathlib
 import shutil
+import sysconfig
 import tempfile
 
 from jax_patch._delivery import source_patch
 
 STUB_PACKAGE = "jax-stubs"
+# What `--install` installs jax-stubs as. Not "jax-stubs": that name on PyPI
+# is anyone's to take, and pip would then take ours for theirs (upgrade it,
+# uninstall it, report it as theirs). jax-patch's own name prefixes it.
+DISTRIBUTION = "jax-patch-jax-stubs"
 # pyright's default stubPath, which pyrefly 1.5 and later read too.
 DEFAULT_DIR = "typings"
 _PARTIAL = b"partial\n"
@@ -218,4 +231,159 @@ def differences(out: pathlib.Path, package: StubPackage) -> list[str]:
       found.append(f"differs: {path}")
   found.extend(f"not expected: {path}" for path in present
                if path not in package.files)
+  return found
+
+
+# `jax-patch stubs --install`: the stub package as an installed distribution.
+
+
+def site_packages() -> pathlib.Path:
+  """The running interpreter's ``site-packages`` (its ``purelib``)."""
+  return pathlib.Path(sysconfig.get_paths()["purelib"])
+
+
+def _dist_info(version: str) -> str:
+  """The ``.dist-info`` folder name pip gives ``DISTRIBUTION`` ``version``."""
+  return f"{DISTRIBUTION.replace('-', '_')}-{version}.dist-info"
+
+
+def _hash(contents: bytes) -> str:
+  """``RECORD``'s hash: ``sha256=`` and the unpadded urlsafe base64 digest."""
+  digest = base64.urlsafe_b64encode(hashlib.sha256(contents).digest())
+  return "sha256=" + digest.rstrip(b"=").decode("ascii")
+
+
+def distribution(package: StubPackage) -> dict[str, bytes]:
+  """``package`` as an installed distribution (site-packages path -> bytes).
+
+  Its files, and a ``.dist-info`` folder as pip writes one (``METADATA``,
+  ``INSTALLER``, ``RECORD`` with each file's hash and size), so that
+  ``pip uninstall jax-patch-jax-stubs`` removes it whole and ``pip list``
+  shows it. Its version is the JAX version it was built from; it requires
+  that JAX, so ``pip check`` (and pip, when it upgrades JAX) says when it
+  no longer matches. Empty when ``package`` is.
+  """
+  if not package.files:
+    return {}
+  version = package.jax_version
+  dist_info = _dist_info(version)
+  files = dict(package.files)
+  files[f"{dist_info}/METADATA"] = (
+      "Metadata-Version: 2.1\n"
+      f"Name: {DISTRIBUTION}\n"
+      f"Version: {version}\n"
+      f"Summary: JAX {version}'s typing stubs with jax-patch's DLPack "
+      "declarations, written by `jax-patch stubs --install`\n"
+      f"Requires-Dist: jax=={version}\n").encode("utf-8")
+  files[f"{dist_info}/INSTALLER"] = b"jax-patch\n"
+  record = "".join(f"{path},{_hash(contents)},{len(contents)}\n"
+                   for path, contents in files.items())
+  files[f"{dist_info}/RECORD"] = (record + f"{dist_info}/RECORD,,\n").encode(
+      "utf-8")
+  return files
+
+
+def _installed_dist_infos(site: pathlib.Path) -> list[pathlib.Path]:
+  """Our ``.dist-info`` folders in ``site``, any version."""
+  prefix = DISTRIBUTION.replace("-", "_") + "-"
+  if not site.is_dir():
+    return []
+  return sorted(path for path in site.iterdir()
+                if path.name.startswith(prefix)
+                and path.name.endswith(".dist-info") and path.is_dir())
+
+
+def _ours(site: pathlib.Path) -> bool:
+  """Whether ``site``'s ``jax-stubs`` is one ``--install`` wrote.
+
+  It is where one of our ``.dist-info`` folders' ``RECORD`` lists its
+  ``py.typed``.
+  """
+  marker = f"{STUB_PACKAGE}/py.typed,"
+  for dist_info in _installed_dist_infos(site):
+    record = dist_info / "RECORD"
+    if record.is_file() and any(
+        line.startswith(marker)
+        for line in record.read_text(encoding="utf-8").splitlines()):
+      return True
+  return False
+
+
+def install(site: pathlib.Path, package: StubPackage) -> list[str]:
+  """Installs ``package`` into ``site`` as ``DISTRIBUTION``.
+
+  Replaces a ``jax-stubs`` we installed there before (for this JAX or
+  another), ``.dist-info`` and all; writes nothing, and removes ours, when
+  ``package`` is empty. Whole or not at all, as :func:`write`.
+
+  Returns:
+    The paths installed, relative to ``site``.
+
+  Raises:
+    StubsError: ``site`` is not a folder this process can write, or its
+      ``jax-stubs`` is not ours (another distribution's, or written by
+      hand): said so, naming it, and nothing is touched.
+    OSError: writing failed; what was installed before stays.
+  """
+  if not site.is_dir() or not os.access(site, os.W_OK | os.X_OK):
+    raise StubsError(
+        f"cannot write to {site}, the site-packages the stubs go into: "
+        "install them from a virtualenv you can write to, or write them to "
+        "a folder with --out instead")
+  target = site / STUB_PACKAGE
+  if target.exists() and not _ours(site):
+    raise StubsError(
+        f"{target} is already there and jax-patch did not install it (no "
+        f"{DISTRIBUTION} lists it): remove it, or the distribution that "
+        "installed it, first; jax-patch replaces only its own")
+  files = distribution(package)
+  old = _installed_dist_infos(site)
+  try:
+    staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{STUB_PACKAGE}-",
+                                            dir=site))
+  except OSError as err:
+    raise StubsError(f"cannot write to {site}: {err}") from err
+  moved: list[tuple[pathlib.Path, pathlib.Path]] = []
+  try:
+    new = staging / "new"
+    for path, contents in files.items():
+      destination = new / path
+      destination.parent.mkdir(parents=True, exist_ok=True)
+      destination.write_bytes(contents)
+    aside = staging / "replaced"
+    aside.mkdir()
+    try:
+      for each in ([target] if target.exists() else []) + old:
+        each.rename(aside / each.name)
+        moved.append((aside / each.name, each))
+      for each in sorted(new.iterdir()) if new.is_dir() else []:
+        each.rename(site / each.name)
+        moved.append((site / each.name, staging / "failed" / each.name))
+    except OSError:
+      (staging / "failed").mkdir(exist_ok=True)
+      for now, was in reversed(moved):  # Put back as it was.
+        now.rename(was)
+      raise
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)
+  return list(files)
+
+
+def installed_differences(site: pathlib.Path,
+                          package: StubPackage) -> list[str]:
+  """How ``site``'s ``DISTRIBUTION`` differs from ``package``, installed.
+
+  As :func:`differences`, and a ``.dist-info`` of another version (another
+  JAX's) or none; empty where it does not differ.
+  """
+  found = []
+  expected = _dist_info(package.jax_version) if package.files else None
+  names = [path.name for path in _installed_dist_infos(site)]
+  if expected is not None and expected not in names:
+    found.append(f"missing: {expected}")
+  found.extend(f"not expected: {name}" for name in names if name != expected)
+  if _ours(site) or not (site / STUB_PACKAGE).exists():
+    found.extend(differences(site, package))
+  else:
+    found.append(f"not ours: {STUB_PACKAGE} (no {DISTRIBUTION} lists it)")
   return found

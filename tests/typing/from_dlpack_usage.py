@@ -54,9 +54,18 @@ jax_patch.uninstall()
 with jax_patch.patched():
   pass
 
+# NumPy arrays made to share: 64-byte aligned memory.
+aligned = jax_patch.aligned_empty((2, 3), np.float32)
+one_dimension = jax_patch.aligned_empty(8)
+once_copied = jax_patch.aligned_copy(source)
+with jax_patch.aligned_allocation():
+  made_aligned = np.ones(4, np.float32)
+shared_aligned: jax.Array = jax_patch.from_dlpack(made_aligned, copy=False)
+
 # Rejected.
 jax_patch.from_dlpack(source, copy="yes")  # E: arg-type
 jax_patch.from_dlpack(source, cpu)  # E: call-arg
 jax_patch.numpy.from_dlpack(source, cpu, True)  # E: call-arg
 jax_patch.from_dlpack(source, copy=1.5)  # E: arg-type
 default.__dlpack__(max_version="1.0")  # E: arg-type
+jax_patch.aligned_empty(2.5)  # E: arg-type

@@ -68,12 +68,12 @@ requires_pytype = unittest.skipUnless(_PYTYPE_RUNS_HERE, _NO_PYTYPE_HERE)
 def run_checker(command: list[str], cwd: pathlib.Path,
                 env: dict[str, str | None] | None = None
                 ) -> subprocess.CompletedProcess[str]:
-  """Runs a type checker in a subprocess, this module's only way to run one.
+  """Runs a type checker, or a user's set-up step, in a subprocess.
 
-  Its environment is this process's, less JAX_ENABLE_X64, plus ``env`` (a
-  None there unsets the variable): the
-  checkers read source and never run it, and without the flag nothing they
-  run can see it either. This module's outcome is therefore the same in
+  It is this module's only way to start one. Its environment is this
+  process's, less JAX_ENABLE_X64, plus ``env`` (a None there unsets the
+  variable): the checkers read source and never run it, and without the
+  flag nothing they run can see it either. This module's outcome is therefore the same in
   both x64 modes, which lets the edges' x64-on pass leave it out
   (tests/conftest.py, tests/x64_independence_test.py).
   """
@@ -252,6 +252,17 @@ def _script(name: str) -> str:
   return f"import sys\n{entry}\nsys.exit(main())\n"
 
 
+def _set_up(command: list[str]) -> str:
+  """Runs a step of a user's set-up; returns its output, or fails.
+
+  The failure says which command failed, and what it printed.
+  """
+  run = run_checker(command, _ROOT)
+  if run.returncode:
+    raise AssertionError(f"{shlex.join(command)}: {run.stdout}{run.stderr}")
+  return run.stdout
+
+
 class UserVenv:
   """A user's virtualenv, at ``root``: what they installed, and
   ``jax-patch stubs --install``'s distribution in its own site-packages.
@@ -265,13 +276,11 @@ class UserVenv:
 
   def __init__(self, root: pathlib.Path, install: bool = True) -> None:
     self.root = root
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)],
-                   check=True, capture_output=True, timeout=600)
+    _set_up([sys.executable, "-m", "venv", "--without-pip", str(root)])
     self.python = root / "bin" / "python"
-    self.site = pathlib.Path(subprocess.run(
+    self.site = pathlib.Path(_set_up(
         [str(self.python), "-c",
-         "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True, timeout=600).stdout.strip())
+         "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip())
     paths = [str(_ROOT), *(path for path in sys.path
                            if "-packages" in path and os.path.isdir(path))]
     (self.site / "_jax_patch_user.pth").write_text("\n".join(paths) + "\n")
@@ -282,11 +291,7 @@ class UserVenv:
     (root / "bin" / "pyrefly").symlink_to(
         pathlib.Path(sysconfig.get_path("scripts")) / "pyrefly")
     if install:
-      run = subprocess.run([str(root / "bin" / "jax-patch"), "stubs",
-                            "--install"], capture_output=True, text=True,
-                           timeout=600, check=False)
-      if run.returncode:
-        raise AssertionError(f"jax-patch stubs --install: {run.stderr}")
+      _set_up([str(root / "bin" / "jax-patch"), "stubs", "--install"])
 
   def environment(self, activated: bool) -> dict[str, str | None]:
     """``source bin/activate``'s environment, or none of it."""

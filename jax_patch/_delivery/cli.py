@@ -206,9 +206,29 @@ def _add_stubs_parser(commands: Any) -> None:
       "without --check)")
 
 
-def _stubs_command(args: argparse.Namespace) -> int:
+def _build_stubs(root: pathlib.Path) -> Any:
+  """The installed JAX's corrected stubs, or ``None`` when they cannot be.
+
+  The result is a ``stubs.StubPackage``; why it could not be built is said.
+  """
   from jax_patch._delivery import stubs  # pylint: disable=g-import-not-at-top
   from jax_patch._delivery import vendor  # pylint: disable=g-import-not-at-top
+  try:
+    return stubs.build(root, vendor.jax_version(root))
+  except (stubs.StubsError, vendor.VendorError) as err:
+    _error("stubs", err)
+    return None
+
+
+def _print_mismatch(header: str, found: list[str]) -> None:
+  """Says on stderr that stubs do not match, and each difference."""
+  print(f"jax-patch stubs: {header}", file=sys.stderr)
+  for difference in found:
+    print(f"  {difference}", file=sys.stderr)
+
+
+def _stubs_command(args: argparse.Namespace) -> int:
+  from jax_patch._delivery import stubs  # pylint: disable=g-import-not-at-top
   if args.install and args.out is not None:
     raise _UsageError("--out DIR: not with --install, which installs into "
                       "this interpreter's site-packages")
@@ -218,20 +238,15 @@ def _stubs_command(args: argparse.Namespace) -> int:
   root = _installed_jax_root()
   out = (pathlib.Path(out_arg) if args.check
          else _output_directory(out_arg, "--out"))
-  try:
-    package = stubs.build(root, vendor.jax_version(root))
-  except (stubs.StubsError, vendor.VendorError) as err:
-    _error("stubs", err)
+  package = _build_stubs(root)
+  if package is None:
     return 1
   where = out / stubs.STUB_PACKAGE
   if args.check:
     found = stubs.differences(out, package)
     if found:
-      print(f"jax-patch stubs: {where} does not match JAX "
-            f"{package.jax_version}; run `jax-patch stubs --out {out}`:",
-            file=sys.stderr)
-      for difference in found:
-        print(f"  {difference}", file=sys.stderr)
+      _print_mismatch(f"{where} does not match JAX {package.jax_version}; "
+                      f"run `jax-patch stubs --out {out}`:", found)
       return 1
     print(f"{where} matches JAX {package.jax_version}")
     return 0
@@ -253,22 +268,17 @@ def _stubs_command(args: argparse.Namespace) -> int:
 def _stubs_install(args: argparse.Namespace, site: pathlib.Path) -> int:
   """``jax-patch stubs --install [--check]`` into ``site``."""
   from jax_patch._delivery import stubs  # pylint: disable=g-import-not-at-top
-  from jax_patch._delivery import vendor  # pylint: disable=g-import-not-at-top
   root = _installed_jax_root()
-  try:
-    package = stubs.build(root, vendor.jax_version(root))
-  except (stubs.StubsError, vendor.VendorError) as err:
-    _error("stubs", err)
+  package = _build_stubs(root)
+  if package is None:
     return 1
   name = f"{stubs.DISTRIBUTION} {package.jax_version}"
   if args.check:
     found = stubs.installed_differences(site, package)
     if found:
-      print(f"jax-patch stubs: {stubs.DISTRIBUTION} in {site} does not "
-            f"match JAX {package.jax_version}; run `jax-patch stubs "
-            "--install`:", file=sys.stderr)
-      for difference in found:
-        print(f"  {difference}", file=sys.stderr)
+      _print_mismatch(f"{stubs.DISTRIBUTION} in {site} does not match JAX "
+                      f"{package.jax_version}; run `jax-patch stubs "
+                      "--install`:", found)
       return 1
     print(f"{name} in {site} matches JAX {package.jax_version}"
           if package.files else

@@ -55,6 +55,7 @@ _ALIGNMENT_TEST = "tests/numpy_alignment_test.py"
 _IMPORT_TEST = "tests/dlpack_import_test.py"
 _CAPSULE_TEST = "tests/dlpack_capsule_test.py"
 _EXPORT_TEST = "tests/dlpack_export_test.py"
+_EXPORT_DEVICE_TEST = "tests/dlpack_export_device_test.py"
 _RELIABILITY_TEST = "tests/reliability_test.py"
 _CONFORMANCE_TEST = "tests/conformance_test.py::ConformanceTest"
 
@@ -287,6 +288,34 @@ MUTATIONS = (
         "  code = dlpack_capsule.dl_type_code(dtype) or 0\n",
         ("tests/dlpack_export_dtypes_test.py::ExportDTypesTest",),
         keyword="sub_byte_integer", fast=True),
+    # Issue 45: three behaviours no test pinned.
+    Mutation(
+        "unexportable_dtype_loses_its_hint", _DLPACK,
+        'f"for it that JAX exports{_conversion_hint(dtype)}.")',
+        'f"for it that JAX exports.")',
+        (f"{_EXPORT_DEVICE_TEST}::UnexportableDTypeTest",), fast=True),
+    Mutation(
+        "cpu_dl_device_id_moves_the_export", _DLPACK,
+        '  if requested[0] == _KDL_CPU and src_device.platform == "cpu":',
+        "  if requested == dlpack_device.host_dl_device(src_device):",
+        (f"{_EXPORT_DEVICE_TEST}::CpuDeviceIdTest",), fast=True),
+    Mutation(
+        "series_check_exit_ignores_reports", "jax_patch/_delivery/series.py",
+        "            + sum(not report.ok for report in reports)\n", "",
+        ("tests/series_test.py::SeriesCheckExitStatusTest",), fast=True),
+    # Issue 46: memory DLPack cannot name, and streams by device type.
+    Mutation(
+        "unnameable_memory_reaches_jaxlib", _DLPACK,
+        "  code = dlpack_device.dl_device_type_of(device, memory_kind)\n"
+        "  if code is None:",
+        "  code = dlpack_device.dl_device_type_of(device, memory_kind)\n"
+        "  if False:",
+        (f"{_EXPORT_DEVICE_TEST}::UnnameableMemoryExportTest",), fast=True),
+    Mutation(
+        "cuda_export_takes_any_stream", _DEVICE,
+        "  if dl_type == KDL_CUDA and stream >= 1:",
+        "  if dl_type == KDL_CUDA:",
+        (f"{_EXPORT_DEVICE_TEST}::ExportStreamTest",), fast=True),
 )
 
 

@@ -23,6 +23,8 @@ and check that what was promised about copying holds.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+import contextlib
 import math
 import operator
 import sys
@@ -906,19 +908,22 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
   if src_device is None:
     src_device = dlpack_device.single_device(x, "to_dlpack")
   target = _export_target(src_device, dl_device)
+  # Before any copy: memory DLPack cannot name is refused, not copied.
+  dl_type = _exported_dl_device_type(x, src_device, target)
   decision = dlpack_plan.plan(copy, target, src_device, obstacle,
                               caller="to_dlpack",
                               specified=f"max_version={requested}")
   exported, device, copied = _export_placement(x, src_device, target,
                                                decision)
-  _check_export_stream(stream, device)
+  dlpack_device.check_export_stream(stream, dl_type, "to_dlpack")
   if requested is None or requested[0] < 1:
     return _export_capsule(exported, device, stream, type_code)
   if not copied and dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES:
     # jaxlib 0.12 on knows every dtype the patch exports, and marks its
     # alias READ_ONLY.
-    return dlpack_compat.export_versioned_capsule(
-        exported.addressable_data(0), _jaxlib_stream(stream), requested)
+    with _jaxlib_refusal_as_buffer_error(device):
+      return dlpack_compat.export_versioned_capsule(
+          exported.addressable_data(0), _jaxlib_stream(stream), requested)
   if not copied:
     capsule = _export_through_numpy(exported, device, requested)
     if capsule is not None:
@@ -1003,7 +1008,9 @@ def _export_capsule(x: Any, device: Any, stream: int | Any | None,
   """
   buffer = x.addressable_data(0)
   if dlpack_compat.jaxlib_knows_type_code(type_code):
-    return dlpack_compat.export_legacy_capsule(buffer, _jaxlib_stream(stream))
+    with _jaxlib_refusal_as_buffer_error(device):
+      return dlpack_compat.export_legacy_capsule(buffer,
+                                                 _jaxlib_stream(stream))
   if device.platform != "cpu":
     raise BufferError(
         f"to_dlpack: jaxlib before 0.5.3 cannot export {x.dtype} from "
@@ -1060,17 +1067,36 @@ def _check_stream_type(stream: Any) -> None:
         f"type {type(stream).__name__}.") from None
 
 
-def _check_export_stream(stream: Any, device: Any) -> None:
-  """Raises ``BufferError`` for a stream the spec rules out on ``device``."""
-  if stream is None:
-    return
-  if device.platform == "cpu":
-    if stream is not None and stream != -1:
-      raise BufferError(
-          f"to_dlpack: stream={stream!r} is invalid for an array in host "
-          "memory, which has no streams; pass stream=None.")
-  elif stream == 0:
+def _exported_dl_device_type(x: Any, src_device: Any,
+                              target: Any | None) -> int:
+  """The DLPack device type of the memory an export hands over.
+
+  That is ``x``'s own memory, or the device memory of ``target`` it moves to.
+
+  Raises:
+    BufferError: DLPack has no device type for that memory (TPU device
+      memory, say); the message names the route to the host.
+  """
+  device, memory_kind = ((src_device, x.sharding.memory_kind)
+                         if target is None else (target, None))
+  code = dlpack_device.dl_device_type_of(device, memory_kind)
+  if code is None:
+    raise BufferError(dlpack_device.unnameable_memory_message(
+        "to_dlpack", device, memory_kind))
+  return code
+
+
+@contextlib.contextmanager
+def _jaxlib_refusal_as_buffer_error(device: Any) -> Iterator[None]:
+  """Turns jaxlib's refusal to export into the standard's ``BufferError``.
+
+  jaxlib raises its own runtime error where a PJRT plug-in cannot export
+  (no DLPack support, no stream extension); the standard asks for
+  ``BufferError`` wherever an export is impossible.
+  """
+  try:
+    yield
+  except dlpack_compat.RuntimeErrorType as err:
     raise BufferError(
-        "to_dlpack: stream=0 is ambiguous and disallowed by the DLPack spec; "
-        "pass None or 1 (legacy default stream), 2 (per-thread default "
-        "stream) or a stream pointer.")
+        f"to_dlpack: jaxlib cannot export this array from {device}: {err}"
+    ) from err

@@ -275,19 +275,24 @@ def dlpack_device_of_array(x: Any) -> tuple[DLDeviceType | int, int]:
   """``jax.Array.__dlpack_device__``: the DLPack device of ``x``'s buffer.
 
   Unlike upstream, a CPU array reports its own device's hardware id, so a
-  JAX-to-JAX round trip through DLPack keeps the device.
+  JAX-to-JAX round trip through DLPack keeps the device (the CPU id rule:
+  docs/behaviour.md).
 
   Raises:
-    BufferError: ``x`` spans several devices, or lives on a platform DLPack
-      has no device type for.
+    BufferError: ``x`` spans several devices, or its memory has no DLPack
+      device type (:func:`dl_device_type`), TPU device memory among them;
+      the message names the route to the host.
   """
   device = single_device(x, "__dlpack_device__")
   cpu = host_dl_device(device)
   if cpu is not None:
     return cpu
+  memory_kind = x.sharding.memory_kind
+  code = dl_device_type_of(device, memory_kind)
+  if code is None:
+    raise BufferError(unnameable_memory_message(
+        "__dlpack_device__", device, memory_kind))
   hardware_id = device.local_hardware_id
-  code = _accelerator_device_type(
-      device, x.sharding.memory_kind == "pinned_host")
   if hardware_id is None:
     raise BufferError(
         f"__dlpack_device__: {device} has no local hardware id.")
@@ -310,20 +315,82 @@ def host_dl_device(device: Device) -> tuple[DLDeviceType | int, int] | None:
 _CPU_DL_DEVICES: dict[Device, tuple[DLDeviceType | int, int]] = {}
 
 
-def _accelerator_device_type(device: Device, pinned_host: bool) -> int:
-  """DLPack's device type for memory of a GPU or TPU ``device``."""
-  if device.platform == "tpu" and pinned_host:
-    return KDL_TPU_HOST
-  if device.platform != "gpu":
-    raise BufferError(
-        f"__dlpack_device__: DLPack has no device type for {device} "
-        f"(memory kind {'pinned_host' if pinned_host else 'device'}).")
-  platform_version = device.client.platform_version
+def dl_device_type(platform: str, platform_version: str,
+                   memory_kind: str | None) -> int | None:
+  """DLPack's device type for a JAX device's memory; ``None`` if none names it.
+
+  The one map from JAX memory to DLPack device types, for export and for
+  ``__dlpack_device__``. Plain values in, so that every row can be tested
+  on any machine.
+
+  Args:
+    platform: the device's ``platform`` (``"cpu"``, ``"gpu"``, ``"tpu"``).
+    platform_version: its client's ``platform_version``, which tells CUDA,
+      ROCm and oneAPI apart.
+    memory_kind: the array's ``sharding.memory_kind``; ``None`` or
+      ``"device"`` for the device's own memory.
+
+  Returns:
+    The device type, or ``None`` for memory no released DLPack (up to 1.3)
+    names: TPU device memory (DLPack main adds ``kDLTPU = 19``, unreleased,
+    and jaxlib refuses to export it) and unknown GPU platforms. TPU pinned
+    host memory is ``kDLTPUHost`` (20), also from DLPack main, as JAX main
+    reports it.
+  """
+  pinned_host = memory_kind == "pinned_host"
+  if platform == "cpu":
+    return KDL_CPU
+  if platform == "tpu":
+    return KDL_TPU_HOST if pinned_host else None
+  if platform != "gpu":
+    return None
   if "cuda" in platform_version:
     return KDL_CUDA_HOST if pinned_host else KDL_CUDA
   if "rocm" in platform_version:
     return KDL_ROCM_HOST if pinned_host else KDL_ROCM
-  if "oneapi" in platform_version:
+  if "oneapi" in platform_version and not pinned_host:
     return KDL_ONEAPI
+  return None
+
+
+def dl_device_type_of(device: Device, memory_kind: str | None) -> int | None:
+  """:func:`dl_device_type` of ``device``'s memory of ``memory_kind``."""
+  if device.platform == "cpu":
+    return KDL_CPU
+  return dl_device_type(device.platform, device.client.platform_version,
+                        memory_kind)
+
+
+def unnameable_memory_message(caller: str, device: Device,
+                              memory_kind: str | None) -> str:
+  """Why ``caller`` cannot hand ``device``'s memory over, and what works."""
+  return (
+      f"{caller}: DLPack has no device type for memory of {device} (memory "
+      f"kind {memory_kind or 'device'}), so it cannot be shared. Ask for a "
+      "host copy instead: __dlpack__(dl_device=(1, 0)), as "
+      "np.from_dlpack(x, device='cpu') asks, or move it first with "
+      "jax.device_put(x, jax.devices('cpu')[0]).")
+
+
+def check_export_stream(stream: Any, dl_type: int, caller: str) -> None:
+  """Raises ``BufferError`` for a ``stream`` DLPack rules out on ``dl_type``.
+
+  The DLPack Python spec: ``None`` always, and ``-1`` (no synchronisation)
+  always; on CUDA also ``1`` (legacy default stream), ``2`` (per-thread
+  default) and a stream pointer (above 2), never ``0``; on ROCm ``0`` (the
+  default stream) and a stream pointer, never ``1`` or ``2``. Memory of any
+  other device type has no streams.
+  """
+  if stream is None or stream == -1:
+    return
+  if dl_type == KDL_CUDA and stream >= 1:
+    return
+  if dl_type == KDL_ROCM and (stream == 0 or stream > 2):
+    return
+  allowed = {KDL_CUDA: "None, -1, 1, 2 or a stream pointer (0 is ambiguous "
+                       "and disallowed)",
+             KDL_ROCM: "None, -1, 0 or a stream pointer"}.get(
+                 dl_type, "None or -1: this memory has no streams")
   raise BufferError(
-      f"__dlpack_device__: unknown GPU platform {platform_version!r}.")
+      f"{caller}: stream={stream!r} is invalid for DLPack device type "
+      f"{dl_type}; pass {allowed}.")

@@ -1023,5 +1023,47 @@ class InstalledJaxSeriesTest(absltest.TestCase):
     self.assertEmpty(self._check()[0][-1].failed_after_series)
 
 
+class SeriesCheckExitStatusTest(parameterized.TestCase):
+  """`jax-patch series --check` exits 1 when any check fails, a report whose
+  reproducer contradicts its stated jaxlib range included.
+
+  The stack and the reproducers are stand-ins: which reproducer contradicts
+  its range depends on the jaxlib installed, which no one machine varies.
+  """
+
+  def _exit_status(self, reports: list[series_check.ReportResult]) -> int:
+    target = mock.Mock(spec=series_tree.Target)
+    with mock.patch.object(series_write, "stack_files", return_value=[]), \
+        mock.patch.object(series_check, "check_series", return_value=[]), \
+        mock.patch.object(series_check, "check_reports",
+                          return_value=reports), \
+        mock.patch("sys.stdout"):
+      from jax_patch._delivery import series  # pylint: disable=g-import-not-at-top
+      return series.check(target, pathlib.Path("unused"), [],
+                          python=sys.executable, stack_only=True)
+
+  @parameterized.named_parameters(
+      ("reproduces_outside_its_range", "reproduces",
+       "reproduced on jaxlib 0.12.0, outside its range"),
+      ("fixed_inside_its_range", "fixed",
+       "did not reproduce on jaxlib 0.10.2, inside its range"),
+      ("reproducer_error", "error", "the reproducer failed to run"))
+  def test_a_contradicting_report_fails_the_check(self, result: str,
+                                                  problem: str) -> None:
+    report = series_check.ReportResult(20, "a defect", result, "", problem)
+    self.assertEqual(self._exit_status([report]), 1)
+
+  def test_reports_that_agree_pass_the_check(self) -> None:
+    reports = [series_check.ReportResult(20, "a defect", "reproduces", "", ""),
+               series_check.ReportResult(21, "another", "fixed", "", "")]
+    self.assertEqual(self._exit_status(reports), 0)
+
+  def test_one_contradiction_among_agreeing_reports_fails(self) -> None:
+    reports = [series_check.ReportResult(20, "a defect", "reproduces", "", ""),
+               series_check.ReportResult(21, "another", "fixed", "",
+                                         "did not reproduce, inside its range")]
+    self.assertEqual(self._exit_status(reports), 1)
+
+
 if __name__ == "__main__":
   absltest.main()

@@ -312,6 +312,11 @@ MUTATIONS = (
         "  if False:",
         (f"{_EXPORT_DEVICE_TEST}::UnnameableMemoryExportTest",), fast=True),
     Mutation(
+        "moved_import_returns_before_the_transfer_finishes", _DLPACK,
+        "  return copied.block_until_ready()", "  return copied",
+        ("tests/dlpack_tear_test.py::NoTornImportTest",), fast=True,
+        keyword="copy_none"),
+    Mutation(
         "cuda_export_takes_any_stream", _DEVICE,
         "  if dl_type == KDL_CUDA and stream >= 1:",
         "  if dl_type == KDL_CUDA:",

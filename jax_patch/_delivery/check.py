@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from typing import Any
+from typing import Any, Callable
 import warnings
 
 _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
@@ -46,10 +46,17 @@ def _ensure_cpu_devices(count: int) -> None:
 _OUTCOMES = {True: "passed", False: "failed", None: "skipped"}
 _SHOWN = {"passed": "ok", "failed": "FAIL", "skipped": "skipped"}
 _COLUMN = 9  # "upstream" and "patched", padded
+_DEVICE_COLUMN = 12  # "accelerator", padded
 
 
-def _run_cases() -> list[dict[str, Any]]:
-  """Runs every case upstream, then patched; one record per case."""
+def _run_cases(
+    on_record: Callable[[dict[str, Any]], None] = lambda record: None,
+) -> list[dict[str, Any]]:
+  """Runs every case upstream, then patched; one record per case.
+
+  ``on_record`` gets each record as its case finishes, so that what ran is
+  shown even if a later case takes the process down.
+  """
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import jax_patch  # pylint: disable=g-import-not-at-top
   from jax_patch._src import install  # pylint: disable=g-import-not-at-top
@@ -68,9 +75,11 @@ def _run_cases() -> list[dict[str, Any]]:
         after, passed = conformance.run_case(case, jax_patch.from_dlpack)
     records.append({
         "name": case.name, "behaviour": case.behaviour,
+        "device": conformance.device_of(case.name),
         "upstream": {"outcome": _OUTCOMES[upstream_passed],
                      "detail": before},
         "patched": {"outcome": _OUTCOMES[passed], "detail": after}})
+    on_record(records[-1])
   return records
 
 
@@ -141,22 +150,25 @@ def _summary_line(column: str, counts: dict[str, int]) -> str:
           f"{counts['skipped']} skipped")
 
 
-def _print_table(records: list[dict[str, Any]], width: int) -> None:
-  """Prints one row per case, its behaviour wrapped whole.
+def _print_table_head(width: int) -> None:
+  print(f"{'upstream':<{_COLUMN}}{'patched':<{_COLUMN}}"
+        f"{'device':<{_DEVICE_COLUMN}}case")
+  print("-" * width, flush=True)
 
-  Then, in full, what failed or was skipped in either column.
+
+def _print_row(record: dict[str, Any], width: int) -> None:
+  """One case's row, its behaviour wrapped whole, out at once."""
+  cells = "".join(f"{_SHOWN[record[column]['outcome']]:<{_COLUMN}}"
+                  for column in ("upstream", "patched"))
+  cells += f"{record['device']:<{_DEVICE_COLUMN}}"
+  print(textwrap.fill(record["behaviour"], width, initial_indent=cells,
+                      subsequent_indent=" " * len(cells)), flush=True)
+
+
+def _print_table_end(records: list[dict[str, Any]], width: int) -> None:
+  """Closes the rows; then, in full, what failed or skipped in either column.
   """
-  header = f"{'upstream':<{_COLUMN}}{'patched':<{_COLUMN}}case"
-  print(header)
-  rule = "-" * width
-  print(rule)
-  indent = " " * (2 * _COLUMN)
-  for record in records:
-    cells = "".join(f"{_SHOWN[record[column]['outcome']]:<{_COLUMN}}"
-                    for column in ("upstream", "patched"))
-    print(textwrap.fill(record["behaviour"], width, initial_indent=cells,
-                        subsequent_indent=indent))
-  print(rule)
+  print("-" * width)
   notable = [r for r in records
              if r["upstream"]["outcome"] != "passed"
              or r["patched"]["outcome"] != "passed"]
@@ -176,7 +188,7 @@ X64_MODES = ("on", "off")
 
 
 def check(as_json: bool = False, x64: str | None = None,
-          require_gpu: bool = False) -> int:
+          require_gpu: bool = False, require_accelerator: bool = False) -> int:
   """Runs every conformance case against upstream JAX and the patch.
 
   Prints a header naming the JAX, its CPU devices and its x64 mode, a
@@ -191,25 +203,28 @@ def check(as_json: bool = False, x64: str | None = None,
       process of its own (``check_both``); ``None`` keeps the mode the
       environment gives (``JAX_ENABLE_X64``, or JAX's config).
     require_gpu: also fail unless every GPU case passes for the patch and
-      no other case skips but those ``gpu_verdict`` allows; the verdict
-      names each case that fails it (``"require_gpu"`` in JSON).
+      no other case skips but those ``requirement_verdict`` allows; the
+      verdict names each case that fails it (``"require_gpu"`` in JSON).
+    require_accelerator: the same for the accelerator cases
+      (``"require_accelerator"`` in JSON).
 
   Returns:
-    0 when every case passes (or is skipped) for the patch, and with
-    ``require_gpu`` the GPU requirement is met; 1 otherwise.
+    0 when every case passes (or is skipped) for the patch, and each
+    requirement asked for is met; 1 otherwise.
   """
+  requirements = _requirements(require_gpu, require_accelerator)
   if x64 == "both":
-    return check_both(as_json, require_gpu)
+    return check_both(as_json, require_gpu, require_accelerator)
   _ensure_cpu_devices(4)
   if x64 is None:
-    return _check_in_this_mode(as_json, require_gpu)
+    return _check_in_this_mode(as_json, requirements)
   if x64 not in X64_MODES:
     raise ValueError(f"x64 must be 'on', 'off', 'both' or None, not {x64!r}")
   from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top
   previous = conformance.x64_enabled()
   _set_x64(x64 == "on")
   try:
-    return _check_in_this_mode(as_json, require_gpu)
+    return _check_in_this_mode(as_json, requirements)
   finally:
     _set_x64(previous)
 
@@ -218,62 +233,97 @@ def check(as_json: bool = False, x64: str | None = None,
 _X64_SKIP = "skipped: holds with x64 "
 
 
-def gpu_verdict(records: list[dict[str, Any]]) -> dict[str, Any]:
-  """What ``check --require-gpu`` finds in one run's records.
+# What --require-gpu and --require-accelerator each require, as named in
+# messages.
+_REQUIRED_DEVICE_NAMES = {"gpu": "GPU", "accelerator": "accelerator"}
 
-  Every GPU case (``conformance.GPU_CASES``) must pass for the patch; a skip
-  counts as a failure. So does any other case's skip, except where the case
-  never runs with JAX on CUDA (``conformance.SKIPS_WHERE_JAX_HAS_CUDA``) or
-  holds in the other x64 mode only (``--x64 both`` runs it there).
+
+def _required_cases(device: str) -> frozenset[str]:
+  from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top
+  return (conformance.GPU_CASES if device == "gpu"
+          else conformance.ACCELERATOR_CASES)
+
+
+def _allowed_skip(name: str, detail: str, device: str) -> str | None:
+  """Why case ``name`` may skip under ``--require-{device}``; None if not.
+  """
+  from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top
+  if name in conformance.SKIPS_WHERE_JAX_HAS_CUDA:
+    return conformance.SKIPS_WHERE_JAX_HAS_CUDA[name]
+  if detail.startswith(_X64_SKIP):
+    return ("holds in the other x64 mode only; a run in that mode (--x64 "
+            "both) covers it")
+  if device == "accelerator" and name in conformance.GPU_CASES:
+    import jax  # pylint: disable=g-import-not-at-top
+    if jax.devices()[0].platform != "gpu":
+      return ("a GPU case, and JAX's default device here is no GPU; "
+              "--require-gpu requires it where there is one")
+  return None
+
+
+def requirement_verdict(records: list[dict[str, Any]],
+                        device: str) -> dict[str, Any]:
+  """What ``check --require-gpu`` or ``--require-accelerator`` finds.
+
+  Every case of ``device`` (``"gpu"``: ``conformance.GPU_CASES``;
+  ``"accelerator"``: ``conformance.ACCELERATOR_CASES``) must pass for the
+  patch; a skip counts as a failure. So does any other case's skip, unless
+  it is named with its reason: the case never runs with JAX on CUDA
+  (``conformance.SKIPS_WHERE_JAX_HAS_CUDA``), holds in the other x64 mode
+  only (``--x64 both`` runs it there), or, for the accelerator, is a GPU
+  case where the accelerator is no GPU.
 
   Returns:
     ``{"met": bool, "not_passed": {case: what it said}, "allowed_skips":
-    {case: why it may skip}}``; a GPU case missing from the run is not
+    {case: why it may skip}}``; a required case missing from the run is not
     passed either.
   """
-  from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top
+  required = _required_cases(device)
   not_passed: dict[str, str] = {}
   allowed: dict[str, str] = {}
   for record in records:
     name, outcome = record["name"], record["patched"]["outcome"]
     detail = record["patched"]["detail"]
-    if name in conformance.GPU_CASES:
+    if name in required:
       if outcome != "passed":
         not_passed[name] = detail
     elif outcome == "skipped":
-      if name in conformance.SKIPS_WHERE_JAX_HAS_CUDA:
-        allowed[name] = conformance.SKIPS_WHERE_JAX_HAS_CUDA[name]
-      elif detail.startswith(_X64_SKIP):
-        allowed[name] = ("holds in the other x64 mode only; a run in that "
-                         "mode (--x64 both) covers it")
-      else:
+      why = _allowed_skip(name, detail, device)
+      if why is None:
         not_passed[name] = detail
+      else:
+        allowed[name] = why
   ran = {record["name"] for record in records}
-  for name in sorted(conformance.GPU_CASES - ran):
+  for name in sorted(required - ran):
     not_passed[name] = "not run"
   return {"met": not not_passed, "not_passed": not_passed,
           "allowed_skips": allowed}
 
 
-def _print_gpu_verdict(verdict: dict[str, Any], width: int) -> None:
-  from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top
+def gpu_verdict(records: list[dict[str, Any]]) -> dict[str, Any]:
+  """:func:`requirement_verdict` for ``--require-gpu``."""
+  return requirement_verdict(records, "gpu")
+
+
+def _print_verdict(verdict: dict[str, Any], device: str, width: int) -> None:
+  required = _required_cases(device)
+  name = _REQUIRED_DEVICE_NAMES[device]
   not_passed = verdict["not_passed"]
   if verdict["met"]:
-    print(f"--require-gpu: met: all {len(conformance.GPU_CASES)} GPU cases "
+    print(f"--require-{device}: met: all {len(required)} {name} cases "
           "passed, and no other case skipped without leave")
   else:
-    gpu = sum(name in conformance.GPU_CASES for name in not_passed)
-    print(f"--require-gpu: FAILED: {len(not_passed)} cases did not pass "
-          f"({gpu} of the {len(conformance.GPU_CASES)} GPU cases; a skip "
+    count = sum(case in required for case in not_passed)
+    print(f"--require-{device}: FAILED: {len(not_passed)} cases did not pass "
+          f"({count} of the {len(required)} {name} cases; a skip "
           "counts as a failure):")
-  for name, detail in not_passed.items():
-    print(textwrap.fill(f"{name}: {detail}", width, initial_indent="  ",
+  for case, detail in not_passed.items():
+    print(textwrap.fill(f"{case}: {detail}", width, initial_indent="  ",
                         subsequent_indent="    "))
   if verdict["allowed_skips"]:
-    print("allowed to skip (never run with JAX on CUDA, or in this x64 "
-          "mode):")
-  for name, why in verdict["allowed_skips"].items():
-    print(textwrap.fill(f"{name}: {why}", width, initial_indent="  ",
+    print("allowed to skip (each with its reason):")
+  for case, why in verdict["allowed_skips"].items():
+    print(textwrap.fill(f"{case}: {why}", width, initial_indent="  ",
                         subsequent_indent="    "))
 
 
@@ -283,7 +333,13 @@ def _set_x64(enabled: bool) -> None:
   config.update("jax_enable_x64", enabled)
 
 
-def _check_in_this_mode(as_json: bool, require_gpu: bool = False) -> int:
+def _requirements(require_gpu: bool, require_accelerator: bool) -> list[str]:
+  return [device for device, asked in (("gpu", require_gpu),
+                                       ("accelerator", require_accelerator))
+          if asked]
+
+
+def _check_in_this_mode(as_json: bool, requirements: list[str]) -> int:
   import jax  # pylint: disable=g-import-not-at-top
   from jax_patch._src import install  # pylint: disable=g-import-not-at-top
   from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top
@@ -296,34 +352,40 @@ def _check_in_this_mode(as_json: bool, require_gpu: bool = False) -> int:
           f"{len(conformance.CASES)} cases")
     if untested is not None:
       print(f"UNTESTED: {untested}")
-  records = _run_cases()
+  width = max(60, shutil.get_terminal_size().columns - 1)
+  if as_json:
+    records = _run_cases()
+  else:
+    _print_table_head(width)
+    records = _run_cases(lambda record: _print_row(record, width))
   survey = _survey_numpy_input()
   summary = {column: _summary(records, column)
              for column in ("upstream", "patched")}
-  verdict = gpu_verdict(records) if require_gpu else None
-  width = max(60, shutil.get_terminal_size().columns - 1)
+  verdicts = {device: requirement_verdict(records, device)
+              for device in requirements}
   if as_json:
     report = {"jax": jax.__version__, "cpu_devices": devices,
               "x64": mode.split()[-1], "untested": untested,
               "cases": records, "numpy_input": _survey_json(survey),
               "summary": summary}
-    if verdict is not None:
-      report["require_gpu"] = verdict
+    for device, verdict in verdicts.items():
+      report[f"require_{device}"] = verdict
     json.dump(report, sys.stdout, indent=2)
     print()
   else:
-    _print_table(records, width)
+    _print_table_end(records, width)
     _print_survey(survey, width)
     for column in ("upstream", "patched"):
       print(_summary_line(column, summary[column]))
-    if verdict is not None:
-      _print_gpu_verdict(verdict, width)
-  gpu_unmet = verdict is not None and not verdict["met"]
-  return (1 if summary["patched"]["failed"] or gpu_unmet
+    for device, verdict in verdicts.items():
+      _print_verdict(verdict, device, width)
+  unmet = any(not verdict["met"] for verdict in verdicts.values())
+  return (1 if summary["patched"]["failed"] or unmet
           or not _survey_met(survey) else 0)
 
 
-def check_both(as_json: bool = False, require_gpu: bool = False) -> int:
+def check_both(as_json: bool = False, require_gpu: bool = False,
+               require_accelerator: bool = False) -> int:
   """Runs ``check`` with x64 off, then on, each in a child process.
 
   Each child starts with ``JAX_ENABLE_X64`` set, so JAX is in that mode
@@ -333,7 +395,8 @@ def check_both(as_json: bool = False, require_gpu: bool = False) -> int:
 
   Returns:
     0 when the patch passes every case in both modes (and, with
-    ``require_gpu``, meets the GPU requirement in both), 1 otherwise.
+    ``require_gpu`` or ``require_accelerator``, meets each requirement in
+    both), 1 otherwise.
   """
   outcomes = {}
   runs = {}
@@ -341,8 +404,8 @@ def check_both(as_json: bool = False, require_gpu: bool = False) -> int:
   for mode in ("off", "on"):
     env = dict(os.environ, JAX_ENABLE_X64="1" if mode == "on" else "0")
     command = [sys.executable, "-m", "jax_patch", "check", "--x64", mode]
-    if require_gpu:
-      command.append("--require-gpu")
+    command += [f"--require-{device}" for device in
+                _requirements(require_gpu, require_accelerator)]
     if as_json:
       done = subprocess.run(command + ["--json"], env=env, text=True,
                             stdout=subprocess.PIPE, check=False)

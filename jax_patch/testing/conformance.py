@@ -28,6 +28,12 @@ checkout's tests, as ``tests/dlpack_conformance.py``, with its
 Aliasing is always proved by writing to the source after the import, never
 by comparing values.
 
+Each case tests one device, which :func:`device_of` names: ``"cpu"``
+(most), ``"gpu"`` (``GPU_CASES``) or ``"accelerator"`` (``ACCELERATOR_CASES``,
+whichever GPU or TPU is JAX's default backend). A CPU case runs with the CPU
+as JAX's default device, so it tests CPU behaviour whatever the machine's
+default device is.
+
 The cases run with ``jax_enable_x64`` off or on, and each states what the
 standard requires in the mode it runs in. The mode changes one thing here:
 with x64 off JAX narrows 64-bit input to 32 bits, which is a copy; with x64
@@ -81,10 +87,27 @@ def _case(behaviour: str) -> Callable[[Callable[[FromDLPack], str]],
   return register
 
 
+def device_of(name: str) -> str:
+  """The device the case ``name`` tests: "cpu", "gpu" or "accelerator"."""
+  if name in GPU_CASES:
+    return "gpu"
+  if name in ACCELERATOR_CASES:
+    return "accelerator"
+  return "cpu"
+
+
+def _default_device_for(name: str) -> Any:
+  """The CPU for a CPU case, so that its arrays are host arrays anywhere."""
+  if device_of(name) == "cpu":
+    return jax.default_device(jax.devices("cpu")[0])
+  return contextlib.nullcontext()
+
+
 def run_case(case: Case, from_dlpack: FromDLPack) -> tuple[str, bool | None]:
   """Runs one case: returns (what it saw, passed); passed is None if skipped."""
   try:
-    return case.run(from_dlpack), True
+    with _default_device_for(case.name):
+      return case.run(from_dlpack), True
   except unittest.SkipTest as skip:
     return f"skipped: {skip}", None
   except AssertionError as err:
@@ -1338,13 +1361,16 @@ def jax_cuda_exports_to_torch(from_dlpack: FromDLPack) -> str:
   return "shares"
 
 
-@_case("jax.Array.__dlpack__(stream=0) on a GPU raises BufferError")
+@_case("jax.Array.__dlpack__(stream=0 or -2) on a GPU raises BufferError")
 def jax_cuda_export_stream_zero_raises(from_dlpack: FromDLPack) -> str:
-  """Fails if stream=0, which DLPack forbids for CUDA, exports anyway."""
+  """Fails if stream=0 (ambiguous) or -2 (no stream), which DLPack forbids
+  for CUDA, reaches jaxlib or exports."""
   del from_dlpack
   gpu = _require_gpu()
   x: Any = jax.device_put(jax.numpy.arange(4.0), gpu)
-  return _expect_raises(lambda: x.__dlpack__(stream=0), BufferError)
+  for stream in (0, -2):
+    _expect_raises(lambda: x.__dlpack__(stream=stream), BufferError)
+  return "raises BufferError for 0 and -2"
 
 
 # The cases that need a GPU: jax-patch's baseline of upstream's results was
@@ -1457,3 +1483,307 @@ def dlpack_round_trip_keeps_device(from_dlpack: FromDLPack) -> str:
   result = from_dlpack(DLPackOnly(source))
   assert result.devices() == {devices[1]}, f"came back on {result.devices()}"
   return f"stays on {devices[1]}"
+
+
+@_case("jax.Array.__dlpack__(dl_device=(kDLCPU, 0 or 1)) from cpu:0 or cpu:1 "
+       "exports an alias, copy=False too (host memory is one)")
+def export_cpu_dl_device_any_id_aliases(from_dlpack: FromDLPack) -> str:
+  """Fails if a CPU array asked for kDLCPU with another id is moved or
+  copied, or copy=False refuses it (the CPU id rule: docs/behaviour.md)."""
+  del from_dlpack
+  devices = _require_devices(2)
+  for source in devices:
+    x: Any = jax.device_put(jax.numpy.arange(4.0), source)
+    for device_id in (0, 1):
+      for copy in (None, False):
+        info = dlpack_capsule.inspect(x.__dlpack__(
+            max_version=(1, 0), dl_device=(dlpack_device.KDL_CPU, device_id),
+            copy=copy))
+        assert info.address == x.unsafe_buffer_pointer(), (
+            f"dl_device=(1, {device_id}), copy={copy} from {source} "
+            "exported a copy")
+  return "aliases from cpu:0 and cpu:1, for ids 0 and 1"
+
+
+@_case("jax.Array.__dlpack__ of an int4 array raises BufferError naming the "
+       "dtype and the type to convert to")
+def export_int4_raises_with_conversion_hint(from_dlpack: FromDLPack) -> str:
+  """Fails if jaxlib's own error escapes, or the message gives no route."""
+  del from_dlpack
+  int4 = np.dtype(ml_dtypes.int4)
+  if not dlpack_compat.jax_has_dtype(int4):
+    raise unittest.SkipTest(f"JAX {jax.__version__} has no int4 arrays")
+  x: Any = jax.device_put(np.zeros(4, int4))
+  for max_version in (None, (1, 0)):
+    _expect_raises(lambda: x.__dlpack__(max_version=max_version),
+                   BufferError, mentions="x.astype(jnp.int8)")
+  return _expect_raises(lambda: x.__dlpack__(), BufferError,
+                        mentions="int4")
+
+
+@_case("jax.Array.__dlpack__ stamps no DLPack version newer than asked or "
+       "than it writes: 1.0, 1.1, 1.99 and 2.0 asked")
+def export_max_version_negotiated(from_dlpack: FromDLPack) -> str:
+  """Fails on a 0.x capsule for a 1.x consumer, a minor newer than asked,
+  or a major other than 1 (the newest this producer writes)."""
+  del from_dlpack
+  x: Any = jax.numpy.arange(4.0)
+  stamped = []
+  for asked in ((1, 0), (1, 1), (1, 99), (2, 0)):
+    for copy in (None, True):
+      info = dlpack_capsule.inspect(x.__dlpack__(max_version=asked,
+                                                 copy=copy))
+      assert info.versioned, f"a 0.x capsule for max_version={asked}"
+      assert info.version[0] == 1 and info.version <= asked, (
+          f"stamped {info.version} for max_version={asked}")
+      stamped.append(info.version)
+  return f"stamps {sorted(set(stamped))}"
+
+
+@_case("jax.Array.__dlpack__(stream=-1) (no synchronisation) on the CPU "
+       "exports, 0.x and 1.x")
+def export_cpu_stream_minus_one_exports(from_dlpack: FromDLPack) -> str:
+  """Fails if the DLPack spec's "no synchronisation" is refused on a CPU."""
+  del from_dlpack
+  x: Any = jax.numpy.arange(4.0)
+  for max_version in (None, (1, 0)):
+    exported = np.from_dlpack(PreparedCapsule(
+        x.__dlpack__(stream=-1, max_version=max_version)))
+    np.testing.assert_array_equal(exported, np.arange(4.0))
+  return "exports"
+
+
+class RaisingDeviceProducer:
+  """A producer whose ``__dlpack_device__`` raises ``error``."""
+
+  def __init__(self, error: BaseException):
+    self.error = error
+    self.asked_for_capsule = False
+
+  def __dlpack_device__(self) -> tuple[int, int]:
+    raise self.error
+
+  def __dlpack__(self, **kwargs: Any) -> Any:
+    del kwargs
+    self.asked_for_capsule = True
+    raise AssertionError("__dlpack__ called after __dlpack_device__ raised")
+
+
+@_case("a producer whose __dlpack_device__ raises: its BufferError, or any "
+       "other error, propagates unchanged")
+def producer_device_error_propagates(from_dlpack: FromDLPack) -> str:
+  """Fails if the producer's error is replaced, wrapped, or swallowed."""
+  for error in (BufferError("cannot say where"), RuntimeError("device lost")):
+    producer = RaisingDeviceProducer(error)
+    try:
+      from_dlpack(producer)
+    except Exception as err:  # pylint: disable=broad-except
+      assert err is error, f"raised {type(err).__name__}({err}), not {error!r}"
+    else:
+      raise AssertionError(f"imported, though __dlpack_device__ raised "
+                           f"{error!r}")
+    assert not producer.asked_for_capsule
+  return "propagates BufferError and RuntimeError"
+
+
+# The accelerator: JAX's default device where it is a GPU or TPU. Each case
+# names what it tests there; `--require-accelerator` fails unless each
+# passes.
+
+
+def _require_accelerator() -> Any:
+  """JAX's default device, when it is an accelerator (a GPU or a TPU)."""
+  device = jax.devices()[0]
+  if device.platform == "cpu":
+    raise unittest.SkipTest(
+        "needs an accelerator (a GPU or TPU) as JAX's default device; here "
+        "it is the CPU")
+  return device
+
+
+# A tear is a write made to the source after from_dlpack returned, seen in
+# the result: 64 MB, written whole at once, 20 times.
+TEAR_ROUNDS = 20
+TEAR_BYTES = 64 * 2**20
+
+
+def torn_imports(from_dlpack: FromDLPack, device: Any, copy: bool | None,
+                 nbytes: int = TEAR_BYTES) -> int:
+  """How many of ``TEAR_ROUNDS`` imports onto ``device`` saw a later write."""
+  source = aligned_array((nbytes // 4,), np.float32)
+  torn = 0
+  for _ in range(TEAR_ROUNDS):
+    source[...] = 0
+    result = from_dlpack(source, device=device, copy=copy)
+    source[...] = 1  # At once: a transfer still reading would see it.
+    torn += bool(np.asarray(result).any())
+  return torn
+
+
+@_case("a NumPy array with device=<accelerator> moves there with copy=None "
+       "and copy=True, untorn; copy=False raises")
+def numpy_to_accelerator_moves(from_dlpack: FromDLPack) -> str:
+  """Fails if the result is off the accelerator, has wrong values, sees a
+  write made after the import returned, or copy=False imports."""
+  accelerator = _require_accelerator()
+  for copy in (None, True):
+    source = aligned_array((1024,))
+    result = from_dlpack(source, device=accelerator, copy=copy)
+    source[0] = _SENTINEL
+    assert result.devices() == {accelerator}, f"on {result.devices()}"
+    np.testing.assert_array_equal(np.asarray(result), np.arange(1024.0))
+  source = aligned_array((1024,))
+  _expect_raises(lambda: from_dlpack(source, device=accelerator, copy=False),
+                 BufferError, ValueError, mentions="copy=False")
+  return f"moves to {accelerator}; copy=False raises"
+
+
+@_case(f"{TEAR_ROUNDS} imports of {TEAR_BYTES >> 20} MB NumPy arrays onto "
+       "the accelerator never show a write made after from_dlpack returned")
+def numpy_to_accelerator_is_never_torn(from_dlpack: FromDLPack) -> str:
+  """Fails if any result shows the source as written after the import."""
+  accelerator = _require_accelerator()
+  torn = {copy: torn_imports(from_dlpack, accelerator, copy)
+          for copy in (None, True)}
+  assert not any(torn.values()), f"torn imports of {TEAR_ROUNDS}: {torn}"
+  return f"0 of {TEAR_ROUNDS} torn, copy=None and copy=True"
+
+
+def _is_deleted_with(result: Any, source: Any) -> bool:
+  """Whether deleting ``source`` takes ``result``'s buffer too.
+
+  The accelerator's memory cannot be written from here, so sharing is shown
+  by deletion: an independent buffer outlives its source's.
+  """
+  source.delete()
+  try:
+    np.asarray(result)
+  except RuntimeError:  # jaxlib's runtime error says the buffer is gone.
+    return True
+  return bool(result.is_deleted())
+
+
+@_case("a jax.Array on the accelerator stays there: shared with copy=None "
+       "and copy=False, copied there with copy=True")
+def accelerator_array_stays(from_dlpack: FromDLPack) -> str:
+  """Fails if the result leaves the accelerator, copy=False or None copies,
+  or copy=True shares."""
+  accelerator = _require_accelerator()
+  for copy, shared in ((None, True), (False, True), (True, False)):
+    source = jax.device_put(jax.numpy.arange(16.0), accelerator)
+    result = from_dlpack(source, copy=copy)
+    assert result.devices() == {accelerator}, f"on {result.devices()}"
+    np.testing.assert_array_equal(np.asarray(result), np.arange(16.0))
+    assert _is_deleted_with(result, source) == shared, (
+        f"copy={copy} {'copied' if shared else 'shared'}")
+  return f"stays on {accelerator}"
+
+
+@_case("a jax.Array on the accelerator with device=<CPU> moves to the CPU; "
+       "copy=False raises")
+def accelerator_array_to_cpu_moves(from_dlpack: FromDLPack) -> str:
+  """Fails if the result is off the CPU or wrong, or copy=False moves it."""
+  accelerator = _require_accelerator()
+  cpu = jax.devices("cpu")[0]
+  source = jax.device_put(jax.numpy.arange(16.0), accelerator)
+  result = from_dlpack(source, device=cpu)
+  assert result.devices() == {cpu}, f"on {result.devices()}"
+  np.testing.assert_array_equal(np.asarray(result), np.arange(16.0))
+  _expect_raises(lambda: from_dlpack(source, device=cpu, copy=False),
+                 BufferError, ValueError, mentions="copy=False")
+  return f"moves from {accelerator} to {cpu}; copy=False raises"
+
+
+def _torch_or_none() -> Any:
+  if importlib.util.find_spec("torch") is None:
+    return None
+  return importlib.import_module("torch")
+
+
+@_case("export from the accelerator: memory DLPack names (CUDA, ROCm) exports "
+       "READ_ONLY; memory it cannot name (TPU) raises BufferError from every "
+       "entry point, naming the route to the host")
+def accelerator_export(from_dlpack: FromDLPack) -> str:
+  """Fails if jaxlib's own error escapes, a consumer gets memory DLPack
+  cannot describe, or a GPU export is wrong."""
+  del from_dlpack
+  accelerator = _require_accelerator()
+  x: Any = jax.device_put(jax.numpy.arange(4.0), accelerator)
+  if accelerator.platform == "gpu":
+    info = dlpack_capsule.inspect(x.__dlpack__(max_version=(1, 0)))
+    assert info.device[0] in (dlpack_device.KDL_CUDA,
+                              dlpack_device.KDL_ROCM), info.device
+    assert info.read_only, "READ_ONLY is not set"
+    return f"exports {info.device}, READ_ONLY"
+  entry_points: dict[str, Callable[[], Any]] = {
+      "__dlpack__()": x.__dlpack__,
+      "__dlpack__(max_version=(1, 0))":
+          lambda: x.__dlpack__(max_version=(1, 0)),
+      "__dlpack__(copy=True)": lambda: x.__dlpack__(copy=True),
+      "__dlpack_device__()": x.__dlpack_device__,
+      "np.from_dlpack(x)": lambda: np.from_dlpack(x),
+  }
+  torch = _torch_or_none()
+  if torch is not None:
+    entry_points["torch.from_dlpack(x)"] = lambda: torch.from_dlpack(x)
+  for name, call in entry_points.items():
+    try:
+      _expect_raises(call, BufferError, mentions="dl_device=(1, 0)")
+    except AssertionError as err:
+      raise AssertionError(f"{name}: {err}") from None
+  return f"BufferError from {len(entry_points)} entry points"
+
+
+@_case("asked for the host (dl_device=(kDLCPU, 0)), an accelerator array "
+       "exports a writable host copy: IS_COPIED in 1.x, plain 0.x; "
+       "copy=False raises")
+def accelerator_export_to_host(from_dlpack: FromDLPack) -> str:
+  """Fails if the host copy is missing, read-only, unflagged, or shared with
+  the accelerator array, or copy=False exports."""
+  del from_dlpack
+  accelerator = _require_accelerator()
+  x: Any = jax.device_put(jax.numpy.arange(4.0), accelerator)
+  host = (dlpack_device.KDL_CPU, 0)
+  info = dlpack_capsule.inspect(x.__dlpack__(max_version=(1, 0),
+                                             dl_device=host))
+  assert info.versioned and info.device == host, info
+  assert info.is_copied and not info.read_only, f"flags {info.flags}"
+  legacy = dlpack_capsule.inspect(x.__dlpack__(dl_device=host))
+  assert not legacy.versioned and legacy.device == host, legacy
+  copied: Any = np.from_dlpack(x, device="cpu")
+  assert copied.flags.writeable, "NumPy got a read-only host copy"
+  copied[0] = _SENTINEL
+  np.testing.assert_array_equal(np.asarray(x), np.arange(4.0))
+  _expect_raises(lambda: x.__dlpack__(max_version=(1, 0), dl_device=host,
+                                      copy=False), BufferError)
+  return "writable host copy; copy=False raises"
+
+
+@_case("export streams the accelerator's memory cannot take raise "
+       "BufferError, never jaxlib's error")
+def accelerator_export_bad_stream_raises(from_dlpack: FromDLPack) -> str:
+  """Fails if a stream DLPack rules out there reaches jaxlib or exports."""
+  del from_dlpack
+  accelerator = _require_accelerator()
+  x: Any = jax.device_put(jax.numpy.arange(4.0), accelerator)
+  version = accelerator.client.platform_version
+  bad = {"cuda": (0, -2), "rocm": (1, 2, -2)}.get(
+      next((name for name in ("cuda", "rocm") if name in version), ""),
+      (0, 1, 2, 3, -2))
+  host = (dlpack_device.KDL_CPU, 0)
+  for stream in bad:
+    for max_version in (None, (1, 0)):
+      _expect_raises(lambda: x.__dlpack__(stream=stream,
+                                          max_version=max_version),
+                     BufferError)
+  for stream in (0, 1, 2, -2):  # The host copy's memory has no streams.
+    _expect_raises(lambda: x.__dlpack__(stream=stream, dl_device=host),
+                   BufferError)
+  return f"raises for streams {bad}, and for any but None/-1 to the host"
+
+
+ACCELERATOR_CASES = frozenset({
+    "numpy_to_accelerator_moves", "numpy_to_accelerator_is_never_torn",
+    "accelerator_array_stays", "accelerator_array_to_cpu_moves",
+    "accelerator_export", "accelerator_export_to_host",
+    "accelerator_export_bad_stream_raises"})

@@ -221,8 +221,9 @@ class VersionAndHelpTest(absltest.TestCase):
     self.assertNotIn("one by one", text)  # The chain it no longer is.
 
 
-# The targets the README's queue table gives numbers for: JAX main, and the
-# 0.12.0.1 release (jaxlib 0.11.2 to 0.12, which asks for DLPack 1.x).
+# The targets the queue table in docs/upstream.md gives numbers for: JAX
+# main, and the 0.12.0.1 release (jaxlib 0.11.2 to 0.12, which asks for
+# DLPack 1.x).
 _TARGETS = {
     "main": ("0.11.1", "0.11.0", ""),
     "0.12.0.1": ("0.12.0.1", "0.11.2",
@@ -231,9 +232,9 @@ _TARGETS = {
 
 
 def _readme_queue() -> dict[int, tuple[list[int], str]]:
-  """The README's queue table: each row's number, its "after" column and
-  the rest of the row."""
-  readme = (_ROOT / "README.md").read_text()
+  """The queue table in docs/upstream.md: each row's number, its "after"
+  column and the rest of the row."""
+  readme = (_ROOT / "docs" / "upstream.md").read_text()
   section = readme[readme.index("## The upstream queue"):]
   section = section[:section.index("\n## ", 1)]
   section = section[:section.index("\n| report |")]  # The bug reports' table.
@@ -247,7 +248,7 @@ def _readme_queue() -> dict[int, tuple[list[int], str]]:
 
 
 class NumberingTest(_ScratchTest):
-  """A pull request has one number, on every target: the README's."""
+  """A pull request has one number, on every target: docs/upstream.md's."""
 
   def target(self, name: str) -> series_tree.Target:
     return series_tree.read_target(
@@ -260,7 +261,7 @@ class NumberingTest(_ScratchTest):
     self.assertEqual(numbers, list(range(1, len(numbers) + 1)))
 
   def test_the_readme_lists_every_report_by_its_number(self) -> None:
-    readme = (_ROOT / "README.md").read_text()
+    readme = (_ROOT / "docs" / "upstream.md").read_text()
     rows = re.findall(r"^\| (\d{4}) \| `([a-z0-9-]+)`: ", readme, re.MULTILINE)
     self.assertEqual(
         rows, [(f"{series_plan.report_number(report):04d}", report.slug)
@@ -323,7 +324,7 @@ def _installed_is_a_target() -> bool:
     "is for (jaxlib 0.11 on: the version matrix's 0.12.0.1)")
 class InstalledJaxNumberingTest(_ScratchTest):
   """The files ``series`` writes for the installed JAX, numbered as the
-  README's table."""
+  table in docs/upstream.md."""
 
   def test_written_files_carry_the_readme_numbers(self) -> None:
     out = self.scratch / "series"

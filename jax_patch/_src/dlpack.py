@@ -153,7 +153,11 @@ def array_api_from_dlpack(x: Any, /, *,
   if not dlpack_compat.trace_state_clean():
     raise _transformation_error()
   if type(x) is np.ndarray:  # pylint: disable=unidiomatic-typecheck
-    result = _from_numpy_as_is(x, target, copy)
+    result = None
+    if target is not None and copy is not False:
+      result = _from_numpy_to_accelerator(x, target)
+    if result is None:
+      result = _from_numpy_as_is(x, target, copy)
     if result is not None:
       return result
   elif isinstance(x, array.ArrayImpl):
@@ -247,6 +251,26 @@ def _from_numpy_as_is(x: np.ndarray[Any, Any],
   elif address is None:
     address = dlpack_capsule.writable_buffer_address(x)
   return _import_as_is(capsule, address, nbytes, source, target, decision)
+
+
+def _from_numpy_to_accelerator(x: np.ndarray[Any, Any],
+                               target: dlpack_device.Target) -> Array | None:
+  """Moves a NumPy array onto an accelerator in one hop; ``None`` otherwise.
+
+  A move to an accelerator copies whatever ``copy`` says (but ``False``,
+  which the general path refuses), and jaxlib's own transfer reads the array
+  as it lies, any strides, where the general path would first import a host
+  alias (or, for unaligned data, a host copy) and then move that. ``None``
+  for a host target, and for a dtype the general path must judge.
+
+  jaxlib may go on reading the source after ``device_put`` returns (it asks
+  for zero-copy host semantics), so the result is handed back only once the
+  transfer is done: a later write to the source never shows in it.
+  """
+  if (x.dtype not in dlpack_capsule.NUMPY_EXPORTED_DTYPES
+      or dlpack_device.is_host(target)):
+    return None
+  return _finished(dlpack_device.place(x, target))
 
 
 def _from_torch_as_is(tensor: Any, target: dlpack_device.Target | None,

@@ -83,6 +83,14 @@ TARGETS: dict[str, tuple[str, float, bool]] = {
 for _case in ("numpy_read_only", "torch"):
   TARGETS[_case] = (("patch / floor time", 1.6, True) if _VERSIONED_FLOOR
                     else ("patch / upstream time", 0.55, True))
+# On an accelerator (--accelerator), issue 46's targets: results ready, each
+# against JAX's own way of doing the same move.
+ACCELERATOR_SIZES = {"4KB": 4 << 10, "1MB": _MB, "64MB": 64 * _MB}
+for _size in ACCELERATOR_SIZES:
+  TARGETS[f"numpy_to_accelerator_{_size}"] = (
+      "patch / device_put time", 1.1, True)
+  TARGETS[f"accelerator_to_numpy_{_size}"] = (
+      "np.from_dlpack(cpu) / np.asarray time", 1.1, True)
 
 
 def _median_seconds(fns: dict[str, Callable[[], Any]], calls: int,
@@ -271,6 +279,74 @@ def _add_numpy_input(add: Callable[..., None], quick: bool) -> None:
              if row.route == numpy_input.DEFAULT_ROUTE])
 
 
+def _fresh_median(make: Callable[[], Any],
+                  fns: dict[str, Callable[[Any], Any]],
+                  repeats: int) -> dict[str, float]:
+  """Seconds per call on an input ``make`` gives anew for every call.
+
+  For what caches its answer on the input (``np.asarray`` of a jax.Array
+  keeps the host copy), interleaved, the median of ``repeats`` calls.
+  """
+  samples: dict[str, list[float]] = {name: [] for name in fns}
+  for fn in fns.values():
+    fn(make())  # Warm up.
+  for _ in range(repeats):
+    for name, fn in fns.items():
+      x = make()
+      gc.collect()
+      start = time.perf_counter()
+      fn(x)
+      samples[name].append(time.perf_counter() - start)
+  return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def run_accelerator(quick: bool, accelerator: Any) -> list[dict[str, Any]]:
+  """Moves between the host and ``accelerator``.
+
+  NumPy input as users make it (``np.arange``: not 64-byte aligned) and
+  aligned; every result ready (``block_until_ready``) before the clock
+  stops; GB/s beside each size.
+  """
+  upstream = jnp.from_dlpack
+  repeats = 7 if quick else 21
+  rows: list[dict[str, Any]] = []
+  for size, nbytes in ACCELERATOR_SIZES.items():
+    typical = np.arange(nbytes // 4, dtype=np.float32)
+    aligned = conformance.aligned_array((nbytes // 4,))
+    calls = max(1, min(100, (4 * _MB) // nbytes))
+    t = _median_seconds({
+        "patch": lambda: _ready(jax_patch.from_dlpack(
+            typical, device=accelerator)),
+        "device_put": lambda: _ready(jax.device_put(typical, accelerator)),
+        "upstream": lambda: _ready(upstream(typical, device=accelerator)),
+        "patch, aligned": lambda: _ready(jax_patch.from_dlpack(
+            aligned, device=accelerator)),
+        "device_put, aligned": lambda: _ready(
+            jax.device_put(aligned, accelerator)),
+    }, calls, repeats)
+    case = f"numpy_to_accelerator_{size}"
+    what, target, _ = TARGETS[case]
+    ratio = t["patch"] / t["device_put"]
+    rows.append(dict(case=case, seconds=t, ratio=ratio, compares=what,
+                     target=target, met=ratio <= target, x64=_x64_mode(),
+                     gb_per_s={k: nbytes / v / 1e9 for k, v in t.items()}))
+
+    def fresh(n: int = nbytes) -> Any:
+      return jax.device_put(np.ones(n // 4, np.float32),
+                            accelerator).block_until_ready()
+    t = _fresh_median(fresh, {
+        "patch": lambda x: np.from_dlpack(x, device="cpu"),
+        "np.asarray": np.asarray,
+    }, repeats)
+    case = f"accelerator_to_numpy_{size}"
+    what, target, _ = TARGETS[case]
+    ratio = t["patch"] / t["np.asarray"]
+    rows.append(dict(case=case, seconds=t, ratio=ratio, compares=what,
+                     target=target, met=ratio <= target, x64=_x64_mode(),
+                     gb_per_s={k: nbytes / v / 1e9 for k, v in t.items()}))
+  return rows
+
+
 def _x64_mode() -> str:
   """``"on"`` or ``"off"``: whether JAX keeps 64-bit types in this run."""
   return "on" if conformance.x64_enabled() else "off"
@@ -289,7 +365,12 @@ def print_table(rows: list[dict[str, Any]]) -> None:
   for row in rows:
     timings = ", ".join(f"{k} {_format_seconds(v)}"
                         for k, v in row["seconds"].items())
-    if "gb_per_s" in row:
+    if "gb_per_s" in row and row["case"].startswith(("numpy_to_acc",
+                                                     "accelerator_to")):
+      timings = ", ".join(f"{k} {_format_seconds(row['seconds'][k])} "
+                          f"({v:.2f} GB/s)"
+                          for k, v in row["gb_per_s"].items())
+    elif "gb_per_s" in row:
       timings = ", ".join(f"{k} {v:.1f} GB/s"
                           for k, v in row["gb_per_s"].items())
     if "fractions" in row:
@@ -356,10 +437,22 @@ def main(argv: list[str]) -> int:
                       help="exit 1 if a ratio misses its target")
   parser.add_argument("--json", action="store_true",
                       help="print the results as JSON")
+  parser.add_argument("--accelerator", action="store_true",
+                      help="time moves between the host and JAX's default "
+                      "device, an accelerator, instead (with jax_patch "
+                      "installed: np.from_dlpack runs the patch's export)")
   parser.add_argument("--plot", metavar="FILE.png",
                       help="also plot time against size (needs matplotlib)")
   args = parser.parse_args(argv)
-  rows = run(args.quick)
+  if args.accelerator:
+    accelerator = jax.devices()[0]
+    if accelerator.platform == "cpu":
+      parser.error("--accelerator: JAX's default device here is the CPU")
+    jax_patch.install()
+    rows = run_accelerator(args.quick, accelerator)
+  else:
+    with jax.default_device(jax.devices("cpu")[0]):
+      rows = run(args.quick)
   if args.json:
     print(json.dumps(rows, indent=2))
   else:

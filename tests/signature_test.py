@@ -24,7 +24,9 @@ the ``jax.numpy.from_dlpack`` that ``install()`` sets are exactly that.
 breaks, and takes every call the standard's spelling takes.
 """
 
+import ast
 import inspect
+import pathlib
 from typing import Any, Callable
 
 from absl.testing import absltest
@@ -128,6 +130,42 @@ class JaxDlpackSignatureTest(parameterized.TestCase):
       self.assertEqual(
           {name: bound.arguments.get(name) for name in ("device", "copy")},
           {name: kwargs.get(name) for name in ("device", "copy")})
+
+
+
+def _declared_parameters() -> list[tuple[str, str, bool]]:
+  """(name, kind, has a default) of the declaration type checkers read."""
+  source = pathlib.Path(inspect.getfile(jax_patch.numpy)).parents[1] / (
+      "_src/numpy/lax_numpy.py")
+  declared = next(node for node in ast.walk(ast.parse(source.read_text()))
+                  if isinstance(node, ast.FunctionDef)
+                  and node.name == "from_dlpack")
+  args = declared.args
+  kinds = ([(a.arg, "POSITIONAL_ONLY", False) for a in args.posonlyargs]
+           + [(a.arg, "POSITIONAL_OR_KEYWORD", False) for a in args.args]
+           + [(a.arg, "KEYWORD_ONLY", d is not None)
+              for a, d in zip(args.kwonlyargs, args.kw_defaults)])
+  return kinds
+
+
+class PublicNameTest(absltest.TestCase):
+  """Users call it ``from_dlpack``; so do its errors and type checkers."""
+
+  def test_argument_errors_name_from_dlpack(self) -> None:
+    from_dlpack: Any = jax_patch.from_dlpack  # A wrong call, on purpose.
+    with self.assertRaisesRegex(
+        TypeError, r"^from_dlpack\(\) takes 1 positional argument"):
+      from_dlpack(np.arange(4.0), None)
+
+  def test_function_is_named_from_dlpack(self) -> None:
+    self.assertEqual(jax_patch.from_dlpack.__name__, "from_dlpack")
+    self.assertEqual(jax_patch.from_dlpack.__qualname__, "from_dlpack")
+
+  def test_declaration_for_type_checkers_matches_the_function(self) -> None:
+    runtime = [(p.name, p.kind.name, p.default is not p.empty)
+               for p in inspect.signature(jax_patch.from_dlpack).parameters
+               .values()]
+    self.assertEqual(_declared_parameters(), runtime)
 
 
 if __name__ == "__main__":

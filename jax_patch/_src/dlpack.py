@@ -23,12 +23,12 @@ and check that what was promised about copying holds.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 import contextlib
 import math
 import operator
 import sys
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -100,6 +100,26 @@ def from_dlpack(external_array: Any,
   return array_api_from_dlpack(external_array, device=device, copy=copy)
 
 
+_Function = TypeVar("_Function", bound=Callable[..., Any])
+
+
+def _called(name: str) -> Callable[[_Function], _Function]:
+  """Names a function as users call it, in argument errors and tracebacks.
+
+  No wrapper, so no call layer: the function's own code object is renamed.
+  """
+  def rename(function: _Function) -> _Function:
+    if sys.version_info >= (3, 11):
+      code = function.__code__.replace(co_name=name, co_qualname=name)
+    else:
+      code = function.__code__.replace(co_name=name)
+    function.__code__ = code
+    function.__name__ = function.__qualname__ = name
+    return function
+  return rename
+
+
+@_called("from_dlpack")
 def array_api_from_dlpack(x: Any, /, *,
                           device: dlpack_device.Target | None = None,
                           copy: bool | None = None) -> Array:

@@ -16,9 +16,27 @@
 
 It is :func:`jax_patch._src.dlpack.array_api_from_dlpack` itself, not a
 wrapper: every import comes through here, and a call layer would cost a
-twentieth of a small import.
+twentieth of a small import. Its code is named ``from_dlpack``, so argument
+errors and tracebacks say what users call; type checkers read the
+declaration below, which ``tests/signature_test.py`` keeps in step.
 """
 
-from jax_patch._src.dlpack import array_api_from_dlpack as from_dlpack
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+  from typing import Any
+
+  from jax._src.typing import Array
+
+  from jax_patch._src.dlpack_device import Target
+
+  def from_dlpack(x: Any, /, *, device: Target | None = None,
+                  copy: bool | None = None) -> Array:
+    """The Array API standard's ``from_dlpack``: see ``array_api_from_dlpack``.
+    """
+else:
+  from jax_patch._src.dlpack import array_api_from_dlpack as from_dlpack
 
 __all__ = ["from_dlpack"]

@@ -13,16 +13,19 @@
 # limitations under the License.
 
 """The command line as a new user meets it: paths that do not exist or
-cannot be made, ``--version``, ``series --help``, and the pull requests'
-numbers, which the README's queue table gives."""
+cannot be made, usage errors, Ctrl-C, ``--version``, ``series --help``, the
+README's test command, and the pull requests' numbers, which the README's
+queue table gives."""
 
 import contextlib
 import errno
 import importlib.metadata
 import io
+import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -123,6 +126,16 @@ class PathTest(_ScratchTest):
                                    f"--out {out}: not a directory")
     self.assertEqual(sorted(self.scratch.iterdir()), [self.file])
 
+  @absltest.skipIf(not pathlib.Path("/proc/self").is_dir(),
+                   "needs Linux's /proc, a folder that takes no new one")
+  def test_stubs_out_that_cannot_be_made_is_a_usage_error(self) -> None:
+    # /proc takes no new folder, even for root, whom permissions never stop.
+    status, stdout, err = _run("stubs", "--out", "/proc/nope")
+    self.assertEqual((status, stdout), (2, ""), err)
+    self.assert_one_error_line("stubs", err,
+                               "--out /proc/nope: cannot be made: /proc")
+    self.assertFalse(pathlib.Path("/proc/nope").exists())
+
   def test_stubs_out_under_a_file_from_the_shell(self) -> None:
     # The installed command, as a user runs it: one line, no traceback.
     run = subprocess.run(
@@ -185,6 +198,90 @@ class PathTest(_ScratchTest):
     self.assertStartsWith(err, "jax-patch series: error: patch ")
     self.assertNotIn("Traceback", err)
     self.assertFalse((self.scratch / "new").exists())
+
+
+class UsageTest(_ScratchTest):
+  """A usage error is said with the usage of the command given."""
+
+  def _usage_error(self, *argv: str) -> str:
+    """Runs argv, where argparse exits 2; returns what it said."""
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), \
+        contextlib.redirect_stderr(err), \
+        self.assertRaises(SystemExit) as raised:
+      cli.main(list(argv))
+    self.assertEqual(raised.exception.code, 2)
+    return err.getvalue()
+
+  @parameterized.parameters("check", "vendor", "diff", "stubs")
+  def test_an_unknown_option_is_said_with_the_commands_usage(
+      self, command: str) -> None:
+    err = self._usage_error(command, "--bogus")
+    self.assertStartsWith(err, f"usage: jax-patch {command} [-h]")
+    self.assertEndsWith(
+        err, f"jax-patch {command}: error: unrecognized arguments: --bogus\n")
+
+  def test_vendor_into_and_revert_together_is_a_usage_error(self) -> None:
+    tree = str(self.scratch)
+    err = self._usage_error("vendor", "--into", tree, "--revert", tree)
+    self.assertStartsWith(err, "usage: jax-patch vendor [-h]")
+    self.assertEndsWith(err, "jax-patch vendor: error: argument --revert: "
+                        "not allowed with argument --into\n")
+    self.assertEqual(sorted(self.scratch.iterdir()), [self.file])
+
+
+class InterruptTest(parameterized.TestCase):
+  """Ctrl-C stops ``check`` with one line and status 130, no traceback."""
+
+  @parameterized.named_parameters(
+      ("this_process", ()),
+      # Each mode runs in a child process, which Ctrl-C reaches too.
+      ("both_modes", ("--x64", "both")))
+  def test_ctrl_c_during_check_says_one_line(self, mode: tuple[str, ...]
+                                             ) -> None:
+    # In a session of its own, as a terminal's foreground job: Ctrl-C sends
+    # SIGINT to the whole process group.
+    check_run = subprocess.Popen(
+        [sys.executable, "-m", "jax_patch", "check", *mode],
+        env=dict(os.environ, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    self.addCleanup(check_run.kill)
+    assert check_run.stdout is not None
+    header = check_run.stdout.readline()  # JAX is imported: the cases run.
+    self.assertStartsWith(header, "jax ")
+    os.killpg(check_run.pid, signal.SIGINT)
+    _, err = check_run.communicate(timeout=300)
+    self.assertEqual(check_run.returncode, 130, err)
+    self.assertNotIn("Traceback", err)
+    self.assertNotIn("KeyboardInterrupt", err)
+    self.assertEqual(err.count("interrupted"), 1, err)
+    self.assertEndsWith(err, "jax-patch check: interrupted\n")
+
+
+class TestCommandTest(_ScratchTest):
+  """The README's test command, ``python -m pytest -n auto tests``."""
+
+  def test_it_says_why_each_test_skipped(self) -> None:
+    # The project's pytest configuration, on a test that skips, on
+    # pytest-xdist's workers as -n auto runs it.
+    shutil.copy(_ROOT / "setup.cfg", self.scratch)
+    (self.scratch / "tests").mkdir()
+    (self.scratch / "tests" / "skips_test.py").write_text(textwrap.dedent("""\
+        import unittest
+
+        class SkipsTest(unittest.TestCase):
+
+          def test_skips(self):
+            self.skipTest("needs what this machine lacks")
+        """))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "1", "tests"],
+        cwd=self.scratch, capture_output=True, text=True, timeout=300,
+        check=False)
+    self.assertEqual(run.returncode, 0, run.stdout[-3000:] + run.stderr)
+    self.assertRegex(
+        run.stdout, r"SKIPPED \[1\] tests/skips_test\.py:\d+: needs what this "
+        r"machine lacks")
 
 
 class VersionAndHelpTest(absltest.TestCase):

@@ -61,13 +61,19 @@ def _notices(data: bytes) -> list[str]:
   return [line for line in header if re.match(r"#\s*Copyright\b", line)]
 
 
-def _copy_installed_jax(root: pathlib.Path, checkout: bool) -> pathlib.Path:
-  """A real copy (never links: vendoring writes) of the installed JAX."""
+def _copy_installed_jax(root: pathlib.Path, checkout: bool,
+                        sdist: bool = False) -> pathlib.Path:
+  """A real copy (never links: vendoring writes) of the installed JAX.
+
+  As a source checkout, with ``checkout``; as a source distribution, which
+  has no ``tests/``, with ``sdist``.
+  """
   shutil.copytree(_INSTALLED_JAX, root / "jax",
                   ignore=shutil.ignore_patterns("__pycache__"))
   if checkout:
     (root / "tests").mkdir()
     (root / "tests" / "BUILD").write_text("# As JAX's tests/ has.\n")
+  if checkout or sdist:
     (root / "pyproject.toml").write_text("[project]\nname = 'jax'\n")
   return root
 
@@ -105,8 +111,9 @@ class VendorTest(absltest.TestCase):
     self.scratch = pathlib.Path(tempfile.mkdtemp(prefix="jax-patch-test-"))
     self.addCleanup(shutil.rmtree, self.scratch, ignore_errors=True)
 
-  def _jax_tree(self, name: str, checkout: bool = False) -> pathlib.Path:
-    return _copy_installed_jax(self.scratch / name, checkout)
+  def _jax_tree(self, name: str, checkout: bool = False,
+                sdist: bool = False) -> pathlib.Path:
+    return _copy_installed_jax(self.scratch / name, checkout, sdist)
 
   def test_vendored_checkout_passes_the_conformance_tests(self) -> None:
     root = self._jax_tree("checkout", checkout=True)
@@ -151,6 +158,29 @@ class VendorTest(absltest.TestCase):
     self.assertEqual([path for path in paths if not path.startswith("jax/")],
                      [])
     self.assertFalse((root / "jax/_src/dlpack_conformance.py").exists())
+
+  def test_source_tree_without_tests_names_the_test_files_left_out(
+      self) -> None:
+    root = self._jax_tree("sdist", sdist=True)
+    code, out, err = _run_cli("vendor", "--into", str(root))
+    self.assertEqual(code, 0, err)
+    self.assertIn(f"vendor: note: {root} has no tests/ folder", err)
+    self.assertIn(f"left out: {_CASES}, {_CASES_TEST}. To add them, make "
+                  f"{root / 'tests'} and vendor again.", err)
+    self.assertNotIn("tests/", out)
+    self.assertFalse((root / "tests").exists())
+    # As the note says: the test files, and nothing else, are then added.
+    (root / "tests").mkdir()
+    code, out, err = _run_cli("vendor", "--into", str(root))
+    self.assertEqual((code, err), (0, ""))
+    self.assertEqual(out, f"vendored 2 files into {root}: {_CASES}, "
+                     f"{_CASES_TEST}\n")
+
+  def test_installed_jax_gets_no_note_about_test_files(self) -> None:
+    # No source tree: the test files have no place there.
+    code, _, err = _run_cli("vendor", "--into",
+                            str(self._jax_tree("installed_no_note")))
+    self.assertEqual((code, err), (0, ""))
 
   def test_vendored_conformance_test_loads_the_cases_beside_it(self) -> None:
     root = self._jax_tree("cases_beside", checkout=True)
@@ -202,6 +232,42 @@ class VendorTest(absltest.TestCase):
     vendor.vendor(vendored)
     shutil.rmtree(vendored / vendor.BACKUP_DIR)
     self.assertEqual(_snapshot(patched), _snapshot(vendored))
+
+  def test_cli_diff_after_vendoring_is_the_diff_vendoring_made(
+      self) -> None:
+    # The order docs/vendoring.md gives: vendor, then diff the same tree.
+    root = self._jax_tree("vendored_then_diffed", checkout=True)
+    pristine = vendor.diff(root)
+    code, _, err = _run_cli("vendor", "--into", str(root))
+    self.assertEqual(code, 0, err)
+    code, out, err = _run_cli("diff", "--against", str(root))
+    self.assertEqual(code, 0, err)
+    self.assertEqual(out, pristine)
+    self.assertEqual(err, f"jax-patch diff: note: {root} is vendored into "
+                     "already: this is the diff against the files vendoring "
+                     f"replaced there, as {vendor.BACKUP_DIR}/ kept them.\n")
+
+  def test_cli_diff_names_files_changed_since_vendoring(self) -> None:
+    root = self._jax_tree("changed_since")
+    pristine = vendor.diff(root)
+    vendor.vendor(root)
+    with (root / _DLPACK).open("a") as dlpack_file:
+      dlpack_file.write("# a change after vendoring\n")
+    code, out, err = _run_cli("diff", "--against", str(root))
+    self.assertEqual((code, out), (0, pristine), err)
+    self.assertIn(f"differ from what this jax-patch vendors (changed since, "
+                  f"or vendored by another version): {_DLPACK}.", err)
+
+  def test_cli_diff_of_a_vendored_tree_without_its_record_is_refused(
+      self) -> None:
+    root = self._jax_tree("record_removed")
+    vendor.vendor(root)
+    shutil.rmtree(root / vendor.BACKUP_DIR)
+    code, out, err = _run_cli("diff", "--against", str(root))
+    self.assertEqual((code, out), (1, ""), err)
+    self.assertEqual(err.count("\n"), 1, err)
+    self.assertStartsWith(err, f"jax-patch diff: error: {root} already holds "
+                          "every file as vendoring writes it, and no record")
 
   def test_diff_edits_jax_files_in_one_hunk_each(self) -> None:
     patch = vendor.diff(self._jax_tree("pristine"))
@@ -449,6 +515,31 @@ class GitCheckoutTest(absltest.TestCase):
     self.assertEqual(_snapshot(self.root), before)
     self.assertEqual(_git(self.root, "status", "--porcelain",
                           "--untracked-files=all"), "")
+
+  def test_vendor_record_is_ignored_by_git(self) -> None:
+    vendor.vendor(self.root)
+    self.assertTrue((self.root / vendor.BACKUP_DIR / "manifest.json").is_file())
+    untracked = _git(self.root, "status", "--porcelain",
+                     "--untracked-files=all", "--", vendor.BACKUP_DIR)
+    self.assertEqual(untracked, "")
+    _git(self.root, "add", "--all")
+    staged = _git(self.root, "diff", "--cached", "--name-only").split()
+    self.assertNotEmpty(staged)
+    self.assertEqual(
+        [path for path in staged if path.startswith(vendor.BACKUP_DIR)], [])
+    # The fork's own .gitignore is not touched.
+    self.assertFalse((self.root / ".gitignore").exists())
+
+  def test_cli_diff_after_vendoring_applies_to_a_fresh_clone(self) -> None:
+    code, _, err = _run_cli("vendor", "--into", str(self.root))
+    self.assertEqual(code, 0, err)
+    code, out, err = _run_cli("diff", "--against", str(self.root))
+    self.assertEqual(code, 0, err)
+    (self.scratch / "vendor.diff").write_text(out)
+    fresh = self._clone("fresh")
+    _git(fresh, "apply", "../vendor.diff")
+    shutil.rmtree(self.root / vendor.BACKUP_DIR)
+    self.assertEqual(_snapshot(fresh), _snapshot(self.root))
 
   def test_diff_applies_with_git_apply_and_matches_vendor(self) -> None:
     (self.scratch / "vendor.diff").write_text(vendor.diff(self.root))

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import importlib.util
 import os
@@ -26,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 from typing import Any
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from jax_patch._delivery import check
 
@@ -57,10 +58,12 @@ def _directory(path: str, option: str) -> pathlib.Path:
 def _output_directory(path: str, option: str) -> pathlib.Path:
   """``path``, given as ``option``, where it is or can be made a directory.
 
-  It can where its nearest existing parent is a directory. Makes nothing.
+  It can where its nearest existing parent is a directory that takes a new
+  one. Leaves nothing made.
 
   Raises:
-    _UsageError: it, or that parent, is no directory.
+    _UsageError: it, or that parent, is no directory; or that parent takes
+      no new directory.
   """
   directory = pathlib.Path(path)
   try:
@@ -71,7 +74,22 @@ def _output_directory(path: str, option: str) -> pathlib.Path:
   if not existing.is_dir():
     where = "" if existing == directory else f" ({existing} is a file)"
     raise _UsageError(f"{option} {path}: not a directory{where}")
+  if existing != directory:
+    _check_can_make_directory_in(existing, f"{option} {path}")
   return directory
+
+
+def _check_can_make_directory_in(parent: pathlib.Path, given: str) -> None:
+  """Raises _UsageError unless a directory can be made in ``parent``.
+
+  Tried, then removed: permissions alone do not tell (root may write
+  anywhere, yet /proc takes nothing; a read-only mount).
+  """
+  try:
+    os.rmdir(tempfile.mkdtemp(prefix=".jax-patch-", dir=parent))
+  except OSError as err:
+    raise _UsageError(f"{given}: cannot be made: {parent} takes no new "
+                      f"directory ({err.strerror})") from err
 
 
 def _jax_tree(path: str, option: str) -> pathlib.Path:
@@ -155,7 +173,7 @@ def _diff_command(args: argparse.Namespace) -> int:
   try:
     root = (_jax_tree(args.against, "--against") if args.against
             else _installed_jax_root())
-    prepared = vendor.prepare(root, force=args.force)
+    prepared = vendor.prepare_diff(root, force=args.force)
   except vendor.VendorError as err:
     _error("diff", err)
     return 1
@@ -182,9 +200,9 @@ def _series_command(args: argparse.Namespace) -> int:
                       runtime_only=args.runtime_only, speed=args.speed)
 
 
-def _add_stubs_parser(commands: Any) -> None:
+def _add_stubs_parser(commands: Any) -> argparse.ArgumentParser:
   from jax_patch._delivery import stubs  # pylint: disable=g-import-not-at-top
-  parser = commands.add_parser(
+  parser: argparse.ArgumentParser = commands.add_parser(
       "stubs", help="write the installed JAX's .pyi files, with the "
       "declarations the patch corrects, as a partial stub package jax-stubs "
       "that mypy, pyright and pyrefly read over the installed JAX: with "
@@ -204,6 +222,7 @@ def _add_stubs_parser(commands: Any) -> None:
       help="write nothing; exit 1 when the stubs installed (--install) or "
       "in DIR do not match the installed JAX (after a JAX upgrade: run "
       "without --check)")
+  return parser
 
 
 def _build_stubs(root: pathlib.Path) -> Any:
@@ -358,16 +377,18 @@ def main(argv: Sequence[str] | None = None) -> int:
   vendor_parser = commands.add_parser(
       "vendor", help="write the patch set into a JAX tree; with no --into, "
       "into a scratch copy of the installed JAX, then run the cases there")
-  vendor_parser.add_argument("--into", metavar="ROOT",
+  vendor_target = vendor_parser.add_mutually_exclusive_group()
+  vendor_target.add_argument("--into", metavar="ROOT",
                              help="the folder holding jax/")
   vendor_parser.add_argument(
       "--force", action="store_true",
       help="vendor anyway: into a JAX outside the tested range, over files "
       "with local changes")
-  vendor_parser.add_argument("--revert", metavar="ROOT",
+  vendor_target.add_argument("--revert", metavar="ROOT",
                              help="restore what vendoring changed in ROOT")
   diff_parser = commands.add_parser(
-      "diff", help="print what vendor would change, as a git diff")
+      "diff", help="print what vendor would change, as a git diff (in a "
+      "tree vendored into already: what it changed there)")
   diff_parser.add_argument("--against", metavar="ROOT",
                            help="a JAX tree (default: the installed JAX)")
   diff_parser.add_argument(
@@ -417,13 +438,65 @@ def main(argv: Sequence[str] | None = None) -> int:
       help="with --check, also time each pull request's import and export "
       "of small arrays against the tree it is cut on (JAX_SRC plus its "
       "dependencies), back to back (minutes; wants a quiet machine)")
-  _add_stubs_parser(commands)
-  args = parser.parse_args(argv)
+  stubs_parser = _add_stubs_parser(commands)
+  args = _parse(argv, parser, {
+      "check": check_parser, "vendor": vendor_parser, "diff": diff_parser,
+      "series": series_parser, "stubs": stubs_parser})
   try:
     return _run_command(args)
   except _UsageError as err:
     _error(args.command, err)
     return 2
+  except KeyboardInterrupt:
+    return _interrupted(args.command)
+
+
+def _parse(argv: Sequence[str] | None, parser: argparse.ArgumentParser,
+           command_parsers: dict[str, argparse.ArgumentParser]
+           ) -> argparse.Namespace:
+  """Parses ``argv``; an argument the command lacks is said with its usage.
+
+  (argparse's own parse_args says it with the top-level usage.) Exits 2 on
+  a usage error, as argparse does.
+  """
+  args, unknown = parser.parse_known_args(argv)
+  if unknown:
+    command_parsers[args.command].error(
+        f"unrecognized arguments: {' '.join(unknown)}")
+  return args
+
+
+# Set in the environment of the processes `check --x64 both` starts: Ctrl-C
+# reaches them too, and their parent says it was interrupted, once.
+_PARENT_SAYS_INTERRUPTED = "JAX_PATCH_PARENT_SAYS_INTERRUPTED"
+
+
+def _interrupted(command: str) -> int:
+  """Says Ctrl-C stopped ``command`` in one line, not a traceback.
+
+  Returns:
+    130, the status a shell gives a command SIGINT stopped.
+  """
+  if not os.environ.get(_PARENT_SAYS_INTERRUPTED):
+    print(f"jax-patch {command}: interrupted", file=sys.stderr)
+  return 130
+
+
+@contextlib.contextmanager
+def _children_leave_interrupts_to_us() -> Iterator[None]:
+  """Has the jax-patch processes started within leave Ctrl-C to this one.
+
+  They stop quietly, with status 130; this one says it was interrupted.
+  """
+  before = os.environ.get(_PARENT_SAYS_INTERRUPTED)
+  os.environ[_PARENT_SAYS_INTERRUPTED] = "1"
+  try:
+    yield
+  finally:
+    if before is None:
+      del os.environ[_PARENT_SAYS_INTERRUPTED]
+    else:
+      os.environ[_PARENT_SAYS_INTERRUPTED] = before
 
 
 def _run_command(args: argparse.Namespace) -> int:
@@ -432,8 +505,9 @@ def _run_command(args: argparse.Namespace) -> int:
   if args.command == "series":
     return _series_command(args)
   if args.command == "check":
-    return check.check(as_json=args.json, x64=args.x64,
-                       require_gpu=args.require_gpu)
+    with _children_leave_interrupts_to_us():
+      return check.check(as_json=args.json, x64=args.x64,
+                         require_gpu=args.require_gpu)
   if args.command == "vendor":
     return _vendor_command(args)
   return _diff_command(args)

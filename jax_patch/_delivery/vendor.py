@@ -25,8 +25,9 @@ and in a checkout adds our conformance test and the catalogue it runs
 corrects the assertions of JAX's own DLPack test that contradict the
 standard (``jax_test_corrections``). A module written over one of JAX's
 keeps JAX's copyright lines, ours beside them. What it replaced is kept
-under ``.jax_patch_vendor/`` in the tree, so ``revert`` can restore it byte
-for byte.
+under ``.jax_patch_vendor/`` in the tree (which git ignores), so ``revert``
+can restore it byte for byte, and ``diff`` can still say what vendoring
+changed once the tree holds it.
 
 Only files as upstream JAX has them are replaced. In a git checkout (any
 commit, JAX's main branch included) those are the files git reports
@@ -83,6 +84,10 @@ SUPPORTED_VERSIONS = tuple(PRISTINE)  # Oldest first, as the table lists them.
 
 BACKUP_DIR = ".jax_patch_vendor"
 _MANIFEST = "manifest.json"
+# Inside BACKUP_DIR: git ignores the record (this file included) without the
+# fork's own .gitignore being touched, so `git add -A` leaves it out.
+_IGNORE_ALL = ("# jax-patch's record of what vendoring replaced, for "
+               "`jax-patch vendor --revert`.\n*\n")
 _IMPORT = re.compile(r"\bjax_patch\._src\b")
 _NOTICE = re.compile(rb"#\s*Copyright\b")
 
@@ -137,6 +142,19 @@ def _read(path: pathlib.Path) -> bytes | None:
   return path.read_bytes() if path.is_file() else None
 
 
+# A tree's files as vendoring found them: path -> content (None: absent),
+# for the paths a vendor record lists; the others are read from the tree.
+Originals = dict[str, bytes | None]
+
+
+def _original(root: pathlib.Path, path: str,
+              originals: Originals | None) -> bytes | None:
+  """``path`` in ``root`` as it was before vendoring, where that is known."""
+  if originals is not None and path in originals:
+    return originals[path]
+  return _read(root / path)
+
+
 def _notices(source: bytes) -> list[bytes]:
   """The copyright lines of ``source``'s leading comment block."""
   notices = []
@@ -164,24 +182,48 @@ def _with_jax_notice(before: bytes | None, after: bytes) -> bytes:
   return b"".join(line + b"\n" for line in theirs) + after
 
 
-def _ours_over(root: pathlib.Path, path: str, after: bytes) -> FileChange:
+def _ours_over(root: pathlib.Path, path: str, after: bytes,
+               originals: Originals | None) -> FileChange:
   """Our file ``after`` written to ``path`` in ``root``, over JAX's if any."""
-  before = _read(root / path)
+  before = _original(root, path, originals)
   return FileChange(path, before, _with_jax_notice(before, after))
 
 
+def _is_source_tree(root: pathlib.Path) -> bool:
+  return any((root / name).is_file() for name in ("setup.py", "pyproject.toml"))
+
+
 def _is_checkout(root: pathlib.Path) -> bool:
-  return (root / "tests").is_dir() and any(
-      (root / name).is_file() for name in ("setup.py", "pyproject.toml"))
+  return (root / "tests").is_dir() and _is_source_tree(root)
 
 
-def plan(root: pathlib.Path,
-         skipped: list[str] | None = None) -> list[FileChange]:
+def missing_tests_note(root: pathlib.Path) -> list[str]:
+  """Says which test files vendoring into ``root`` leaves out, and why.
+
+  Returns:
+    That note, for a source tree without ``tests/`` (as JAX's source
+    distribution is), where a user expects them; else none. An installed
+    JAX's folder is no source tree: the test files have no place there.
+  """
+  if not _is_source_tree(root) or _is_checkout(root):
+    return []
+  left_out = ", ".join(
+      f"tests/{name}" for name in [*VENDORED_TEST_MODULES.values(),
+                                   *VENDORED_TESTS])
+  return [f"{root} has no tests/ folder (as a JAX source distribution has "
+          f"none), so the test files are left out: {left_out}. To add them, "
+          f"make {root / 'tests'} and vendor again."]
+
+
+def plan(root: pathlib.Path, skipped: list[str] | None = None,
+         originals: Originals | None = None) -> list[FileChange]:
   """Returns what vendoring into ``root`` would write, file by file.
 
   Args:
     skipped: where given, a JAX test declaration too unfamiliar to correct
       is left as it is, and why is appended here; otherwise it raises.
+    originals: where given, the files vendoring found in ``root`` (see
+      :func:`recorded_originals`): the plan is for ``root`` as it was then.
 
   Raises:
     VendorError: ``root`` lacks a file to correct, or (``skipped`` not
@@ -190,9 +232,9 @@ def plan(root: pathlib.Path,
   changes = []
   for ours, theirs in VENDORED_MODULES.items():
     after = _vendored_module((_SRC / ours).read_text()).encode()
-    changes.append(_ours_over(root, f"jax/_src/{theirs}", after))
+    changes.append(_ours_over(root, f"jax/_src/{theirs}", after, originals))
   for path, corrections in source_patch.CORRECTIONS:
-    before = _read(root / path)
+    before = _original(root, path, originals)
     if before is None:
       raise VendorError(f"{root} has no {path} to correct.")
     corrected = source_patch.corrected(before.decode(),
@@ -201,19 +243,19 @@ def plan(root: pathlib.Path,
   if _is_checkout(root):
     for ours, theirs in VENDORED_TEST_MODULES.items():
       after = vendored_test_module(ours).encode()
-      changes.append(_ours_over(root, f"tests/{theirs}", after))
+      changes.append(_ours_over(root, f"tests/{theirs}", after, originals))
     for name in VENDORED_TESTS:
       after = (source_patch.PATCHES_ROOT / "tests" / name).read_bytes()
-      changes.append(_ours_over(root, f"tests/{name}", after))
-    changes.extend(_corrected_jax_tests(root, skipped))
+      changes.append(_ours_over(root, f"tests/{name}", after, originals))
+    changes.extend(_corrected_jax_tests(root, skipped, originals))
   return [c for c in changes if c.before != c.after]
 
 
-def _corrected_jax_tests(root: pathlib.Path,
-                         skipped: list[str] | None) -> list[FileChange]:
+def _corrected_jax_tests(root: pathlib.Path, skipped: list[str] | None,
+                         originals: Originals | None) -> list[FileChange]:
   """JAX's own DLPack test, its standard-contradicting assertions corrected."""
   path = jax_test_corrections.TEST_FILE
-  before = _read(root / path)
+  before = _original(root, path, originals)
   if before is None:
     return []
   try:
@@ -383,7 +425,8 @@ def prepare(root: pathlib.Path, force: bool = False) -> Prepared:
   """Plans vendoring into ``root`` and checks it (see :func:`check`)."""
   skipped: list[str] | None = [] if force else None
   changes = plan(root, skipped)
-  return Prepared(changes, check(root, changes, force) + (skipped or []))
+  return Prepared(changes, check(root, changes, force) + (skipped or [])
+                  + missing_tests_note(root))
 
 
 def vendor(root: pathlib.Path, force: bool = False) -> Prepared:
@@ -423,7 +466,25 @@ def _back_up(root: pathlib.Path, changes: list[FileChange]) -> None:
       manifest[change.path] = "modified"
   if manifest:
     backup.mkdir(exist_ok=True)
+    (backup / ".gitignore").write_text(_IGNORE_ALL)
     manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+
+
+def recorded_originals(root: pathlib.Path) -> Originals | None:
+  """What vendoring found in ``root``, as its record (``BACKUP_DIR``) kept it.
+
+  Returns:
+    Each file vendoring changed -> its content before (None: vendoring
+    created it); None where ``root`` holds no record of a vendoring.
+  """
+  backup = root / BACKUP_DIR
+  manifest_path = backup / _MANIFEST
+  if not manifest_path.is_file():
+    return None
+  manifest: dict[str, str] = json.loads(manifest_path.read_text())
+  return {path: None if kind == "created"
+          else (backup / "files" / path).read_bytes()
+          for path, kind in sorted(manifest.items())}
 
 
 def revert(root: pathlib.Path) -> list[str]:
@@ -435,19 +496,17 @@ def revert(root: pathlib.Path) -> list[str]:
   Raises:
     VendorError: ``root`` holds no record of a vendoring.
   """
-  backup = root / BACKUP_DIR
-  manifest_path = backup / _MANIFEST
-  if not manifest_path.is_file():
+  originals = recorded_originals(root)
+  if originals is None:
     raise VendorError(f"{root} was not vendored into (no {BACKUP_DIR}/).")
-  manifest: dict[str, str] = json.loads(manifest_path.read_text())
-  for path, kind in sorted(manifest.items()):
+  for path, before in originals.items():
     target = root / path
-    if kind == "created":
+    if before is None:
       target.unlink(missing_ok=True)
     else:
-      target.write_bytes((backup / "files" / path).read_bytes())
-  shutil.rmtree(backup)
-  return sorted(manifest)
+      target.write_bytes(before)
+  shutil.rmtree(root / BACKUP_DIR)
+  return list(originals)
 
 
 def _diff_lines(data: bytes | None) -> list[str]:
@@ -460,12 +519,56 @@ def _diff_lines(data: bytes | None) -> list[str]:
 
 
 def diff(root: pathlib.Path, force: bool = False) -> str:
-  """What vendoring into ``root`` would change, as ``git diff`` prints it.
+  """What vendoring into ``root`` changes, as ``git diff`` prints it.
 
   Raises:
-    VendorError: see :func:`check`.
+    VendorError: see :func:`prepare_diff`.
   """
-  return git_diff(prepare(root, force).changes)
+  return git_diff(prepare_diff(root, force).changes)
+
+
+def prepare_diff(root: pathlib.Path, force: bool = False) -> Prepared:
+  """What vendoring changes in ``root`` as upstream has it: ``diff``'s changes.
+
+  In a tree vendored into already, that is what vendoring writes into the
+  files its record (``BACKUP_DIR``) kept, with a note saying so, and naming
+  any file that now differs from that (edited since, or vendored by another
+  jax-patch). The record's files were judged when they were vendored into.
+
+  Raises:
+    VendorError: see :func:`check`; or ``root`` already holds every file as
+      vendoring writes it, and no record of what they replaced: the diff
+      would be empty.
+  """
+  originals = recorded_originals(root)
+  if originals is None:
+    prepared = prepare(root, force)
+    if not prepared.changes:
+      raise VendorError(
+          f"{root} already holds every file as vendoring writes it, and no "
+          f"record of the files they replaced ({BACKUP_DIR}/), so there is "
+          "no diff to print. Run it against a tree of the same JAX that "
+          "is not vendored into.")
+    return prepared
+  skipped: list[str] | None = [] if force else None
+  changes = plan(root, skipped, originals)
+  notes = [f"{root} is vendored into already: this is the diff against the "
+           f"files vendoring replaced there, as {BACKUP_DIR}/ kept them."]
+  differ = _differ_from(root, changes, originals)
+  if differ:
+    notes.append(f"these files in {root} differ from what this jax-patch "
+                 f"vendors (changed since, or vendored by another version): "
+                 f"{', '.join(differ)}.")
+  return Prepared(changes, notes + (skipped or []) + missing_tests_note(root))
+
+
+def _differ_from(root: pathlib.Path, changes: list[FileChange],
+                 originals: Originals) -> list[str]:
+  """The files of ``root`` not as vendoring ``changes`` into ``originals``
+  leaves them."""
+  expected = {**originals, **{c.path: c.after for c in changes}}
+  return [path for path, data in sorted(expected.items())
+          if _read(root / path) != data]
 
 
 def git_diff(changes: list[FileChange]) -> str:

@@ -74,4 +74,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main(sys.argv))
+  try:
+    sys.exit(main(sys.argv))
+  except KeyboardInterrupt:
+    # Ctrl-C reaches `jax-patch vendor`, this process's parent, too: it says
+    # so, in one line.
+    sys.exit(130)

@@ -267,11 +267,15 @@ class UserVenv:
   """A user's virtualenv, at ``root``: what they installed, and
   ``jax-patch stubs --install``'s distribution in its own site-packages.
 
-  Its interpreter sees this one's packages (JAX, the checkers) and this
-  checkout (``jax_patch``, as installed: an editable install's import hook
-  is what no checker follows) through a ``.pth`` file, after its own
-  site-packages, as a package installed there would be; ``bin/`` holds the
-  checkers and ``jax-patch``, as pip installs them.
+  Its site-packages holds a copy of this interpreter's JAX beside the
+  distribution, as a user's does: pyrefly, given files, reads each module
+  under the configuration of where it lies, so JAX left in this one's venv
+  would be read by the rules of wherever that venv is. The interpreter sees
+  this one's other packages (jaxlib, NumPy, the checkers) and this checkout
+  (``jax_patch``, as installed: an editable install's import hook is what
+  no checker follows) through a ``.pth`` file, after its own site-packages,
+  as a package installed there would be; ``bin/`` holds the checkers and
+  ``jax-patch``, as pip installs them.
   """
 
   def __init__(self, root: pathlib.Path, install: bool = True) -> None:
@@ -284,6 +288,9 @@ class UserVenv:
     paths = [str(_ROOT), *(path for path in sys.path
                            if "-packages" in path and os.path.isdir(path))]
     (self.site / "_jax_patch_user.pth").write_text("\n".join(paths) + "\n")
+    jax_root = pathlib.Path(jax.__file__).parent
+    shutil.copytree(jax_root, self.site / jax_root.name,
+                    ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("mypy", "pyright", "jax-patch"):
       script = root / "bin" / name
       script.write_text(f"#!{self.python}\n" + _script(name))
@@ -445,6 +452,41 @@ class UserVenvTest(parameterized.TestCase):
     self.assertNotEmpty(reported[_USAGE.name] - expected, output)
     self.assertLessEqual(reported[_USAGE.name] - expected,
                          _dlpack_method_lines(), output)
+
+  @parameterized.named_parameters(("_inside", "inside"),
+                                  ("_outside", "outside"))
+  def test_pyrefly_reads_jax_as_set_up_in_the_scratch_project(
+      self, location: str) -> None:
+    # pyrefly, given files, reads each module under the configuration of
+    # where it lies. Read from this suite's venv, JAX's modules came under
+    # this checkout's pyproject.toml (the venv in the checkout) or, anywhere
+    # else, under pyrefly's default, which searches that venv's
+    # site-packages first and so finds JAX's uncorrected `Array` there: the
+    # path-mode cases passed or failed by where this suite's venv lies.
+    project = self.project(location)
+    venv = project.venv
+    modules = _set_up(
+        [str(venv.python), "-c",
+         "import jax, jax._src.typing\n"
+         "print(jax.__file__, jax._src.typing.__file__)"]).split()
+    run = run_checker(
+        [str(venv.root / "bin" / "pyrefly"), "dump-config",
+         "--python-interpreter-path", str(venv.python),
+         # Else it skips files in a folder named venv, as it lists files.
+         "--disable-project-excludes-heuristics", *modules],
+        project.root)
+    output = f"{run.stdout}{run.stderr}"
+    self.assertEqual(run.returncode, 0, output)
+    # Configurations, import roots and search paths; not the site-packages
+    # path, which holds this venv's (jaxlib, NumPy, the checkers).
+    read_from = [pathlib.Path(path).resolve()
+                 for line in output.splitlines()
+                 if not line.strip().startswith("Site package path")
+                 for path in re.findall(r"[`\"](/[^`\"]*)[`\"]", line)]
+    self.assertNotEmpty(read_from, output)
+    scratch = self.scratch.resolve()
+    for path in read_from:
+      self.assertTrue(path.is_relative_to(scratch), f"{path}\n{output}")
 
 
 class TypingsFolderTest(parameterized.TestCase):

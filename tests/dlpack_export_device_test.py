@@ -111,8 +111,10 @@ class UnnameableMemoryExportTest(parameterized.TestCase):
   """Memory DLPack cannot name (TPU device memory) is refused by every entry
   point with BufferError, before any copy; jaxlib's errors never escape.
 
-  A CPU has no such memory, so here the map says so of cpu:1's (a test
-  double for the one thing a CPU cannot show); the TPU run shows the rest.
+  A CPU has no such memory, so here cpu:1 stands in for a TPU: the map says
+  DLPack cannot name its memory, and jaxlib refuses to export it, with the
+  error jaxlib gives on a TPU (test doubles for what a CPU cannot show; the
+  TPU run shows the rest).
   """
 
   @parameterized.product(
@@ -124,8 +126,14 @@ class UnnameableMemoryExportTest(parameterized.TestCase):
       self, entry: str, kwargs: dict[str, Any]) -> None:
     x = jax.device_put(np.arange(4.0, dtype=np.float32),
                        cpu_devices.require(2)[1])
+    refusal = dlpack_compat.RuntimeErrorType(
+        "INVALID_ARGUMENT: Device TPU_0 cannot be used as a DLPack device")
     with mock.patch.object(dlpack_device, "dl_device_type_of",
-                           return_value=None):
+                           return_value=None), \
+        mock.patch.object(dlpack_compat, "export_versioned_capsule",
+                          side_effect=refusal), \
+        mock.patch.object(dlpack_compat, "export_legacy_capsule",
+                          side_effect=refusal):
       with self.assertRaisesRegex(BufferError, r"dl_device=\(1, 0\)"):
         _export_entry_points(x)[entry](**kwargs)
 

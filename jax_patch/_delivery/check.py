@@ -27,6 +27,7 @@ import dataclasses
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -406,9 +407,12 @@ def check_both(as_json: bool = False, require_gpu: bool = False,
     command = [sys.executable, "-m", "jax_patch", "check", "--x64", mode]
     command += [f"--require-{device}" for device in
                 _requirements(require_gpu, require_accelerator)]
+    # Each child in a session of its own: a terminal's Ctrl-C reaches this
+    # process alone, which stops the child (subprocess.run) and says so once.
     if as_json:
       done = subprocess.run(command + ["--json"], env=env, text=True,
-                            stdout=subprocess.PIPE, check=False)
+                            stdout=subprocess.PIPE, check=False,
+                            start_new_session=True)
       try:
         runs[mode] = json.loads(done.stdout)
       except json.JSONDecodeError:
@@ -416,8 +420,11 @@ def check_both(as_json: bool = False, require_gpu: bool = False,
                       "output": done.stdout[-3000:]}
     else:
       sys.stdout.flush()  # The child writes to the same stream.
-      done = subprocess.run(command, env=env, check=False)
+      done = subprocess.run(command, env=env, check=False,
+                            start_new_session=True)
       print()
+    if done.returncode in (130, -signal.SIGINT):
+      raise KeyboardInterrupt  # The child was interrupted on its own.
     outcomes[mode] = done.returncode
   if as_json:
     json.dump({"x64": "both", "runs": runs}, sys.stdout, indent=2)

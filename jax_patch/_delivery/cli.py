@@ -374,6 +374,11 @@ def main(argv: Sequence[str] | None = None) -> int:
       help="also fail unless every GPU case passes for the patch; skips "
       "count as failures, but for cases that never run with JAX on CUDA or "
       "in this x64 mode, each named with why")
+  check_parser.add_argument(
+      "--require-accelerator", action="store_true",
+      help="also fail unless every accelerator case passes for the patch, "
+      "on JAX's default device (a GPU or TPU); skips count as failures, but "
+      "for those named with why")
   vendor_parser = commands.add_parser(
       "vendor", help="write the patch set into a JAX tree; with no --into, "
       "into a scratch copy of the installed JAX, then run the cases there")
@@ -507,7 +512,8 @@ def _run_command(args: argparse.Namespace) -> int:
   if args.command == "check":
     with _children_leave_interrupts_to_us():
       return check.check(as_json=args.json, x64=args.x64,
-                         require_gpu=args.require_gpu)
+                         require_gpu=args.require_gpu,
+                         require_accelerator=args.require_accelerator)
   if args.command == "vendor":
     return _vendor_command(args)
   return _diff_command(args)

@@ -21,10 +21,17 @@ before JAX creates its CPU backend, which is why every test module imports
 it first. A test that needs more devices than the process has skips, saying
 how many it needs and how many there are (:func:`require`), whatever the
 modules run beside it or their order.
+
+JAX's default device need not be a CPU: on a machine with a TPU or a GPU it
+is the accelerator, whose memory exports otherwise (a TPU's has no DLPack
+device type at all). A test of CPU behaviour says so: its arrays go to
+:func:`cpu`, or its class is a :class:`CpuDefaultTestCase`.
 """
 
 import os
 from typing import Any
+
+from absl.testing import parameterized
 
 # The most any test uses (a mesh of four devices).
 COUNT = 4
@@ -53,6 +60,31 @@ def require(count: int) -> list[Any]:
   from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top
 
   return conformance._require_devices(count)[:count]  # pylint: disable=protected-access
+
+
+def cpu() -> Any:
+  """The CPU device that tests of CPU behaviour put their arrays on.
+
+  ``jax.devices("cpu")[0]``, whatever JAX's default device is.
+  """
+  import jax  # pylint: disable=g-import-not-at-top  # After the flags.
+
+  return jax.devices("cpu")[0]
+
+
+class CpuDefaultTestCase(parameterized.TestCase):
+  """A test case of CPU behaviour: JAX's default device is :func:`cpu`.
+
+  So that ``jnp.arange(4.0)`` and the like make CPU arrays, on any machine,
+  for the whole of each test. The default is the test thread's alone: an
+  array made on a thread the test starts names its device.
+  """
+
+  def setUp(self) -> None:
+    super().setUp()
+    import jax  # pylint: disable=g-import-not-at-top  # After the flags.
+
+    self.enter_context(jax.default_device(cpu()))
 
 
 _ask_for_devices()

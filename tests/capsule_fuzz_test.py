@@ -51,6 +51,7 @@ import numpy as np
 from jax_patch._src import dlpack
 from jax_patch.testing import conformance
 from tests import capsule_fuzz
+from tests import fresh_process
 # pylint: enable=g-import-not-at-top
 
 _SOAK = float(os.environ.get("JAX_PATCH_SOAK", "1"))
@@ -88,7 +89,7 @@ def run_batch(seed: int, examples: int,
   """
   # The worker runs in this process's x64 mode, whether the environment or
   # JAX's config set it here.
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
+  env = dict(fresh_process.environment(),
              XLA_FLAGS="--xla_force_host_platform_device_count=2",
              JAX_ENABLE_X64="1" if conformance.x64_enabled() else "0")
   command = [sys.executable, "-m", "tests.capsule_fuzz", "--seed", str(seed),
@@ -236,7 +237,7 @@ class ContractCheckTest(parameterized.TestCase):
     def releases_twice(producer: Any, **kwargs: Any) -> Any:
       result = dlpack.from_dlpack(producer, **kwargs)
       producer.state.on_delete()  # As a double release would.
-      return jnp.array(np.asarray(result))
+      return jnp.array(result)  # A copy, on the device result is on.
     self._assert_violation(_valid_case(copy=True), releases_twice,
                            "deleter ran 2 times")
 

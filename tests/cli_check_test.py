@@ -32,6 +32,7 @@ from jax_patch._delivery import check
 from jax_patch._delivery import cli
 from jax_patch.testing import conformance
 from jax_patch.testing import numpy_input
+from tests import fresh_process
 
 _LONG_REASON = ("the result aliases the source although every one of the "
                 "conditions that the standard sets for a copy holds, " * 3)
@@ -174,10 +175,11 @@ class X64ModeTest(parameterized.TestCase):
 
   def test_both_runs_each_mode_in_its_own_process(self) -> None:
     # The real cases, in two child processes: JAX reads the flag at start.
+    # They inherit the CPU alone from the environment.
     run = subprocess.run(
         [sys.executable, "-m", "jax_patch", "check", "--x64", "both",
          "--json"], capture_output=True, text=True, timeout=600,
-        check=False)
+        check=False, env=fresh_process.environment())
     self.assertEqual(run.returncode, 0, run.stdout[-3000:] + run.stderr)
     report = json.loads(run.stdout)
     self.assertEqual(report["x64"], "both")
@@ -247,7 +249,8 @@ class RequireGpuTest(parameterized.TestCase):
                     "GPU")
     run = subprocess.run(
         [sys.executable, "-m", "jax_patch", "check", "--require-gpu"],
-        capture_output=True, text=True, timeout=600, check=False)
+        capture_output=True, text=True, timeout=600, check=False,
+        env=fresh_process.environment())
     self.assertEqual(run.returncode, 1, run.stdout[-3000:] + run.stderr)
     self.assertIn("\npatched: ", run.stdout)
     self.assertRegex(run.stdout, r"\npatched: \d+ passed, 0 failed, ")

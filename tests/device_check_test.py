@@ -27,10 +27,8 @@ failing against an importer that asks torch for no synchronisation; it runs
 in the device check's GPU tests and skips elsewhere.
 """
 
-import os
-
 # First: the CPU devices every test module runs with, before JAX starts.
-from tests import cpu_devices  # noqa: F401  # pylint: disable=unused-import
+from tests import cpu_devices  # pylint: disable=g-import-not-at-top
 
 import ast  # pylint: disable=g-import-not-at-top
 import contextlib  # pylint: disable=g-import-not-at-top
@@ -55,6 +53,7 @@ import jax_patch
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
 from jax_patch.testing import conformance
+from tests import fresh_process
 
 # The checkout (under Bazel, through the runfiles' link to this file).
 _ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -276,7 +275,8 @@ class ManagedMemoryTest(absltest.TestCase):
                     cuda_device)
 
   def test_export_to_it_raises_buffer_error(self) -> None:
-    x: Any = jax.numpy.arange(4.0)
+    # From CPU memory: what is refused is the target, not the source.
+    x: Any = jax.device_put(np.arange(4.0), cpu_devices.cpu())
     with jax_patch.patched():
       with self.assertRaises(BufferError):
         x.__dlpack__(dl_device=(dlpack_device.KDL_CUDA_MANAGED, 0))
@@ -326,7 +326,8 @@ class DeviceCheckScriptTest(absltest.TestCase):
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q",
          "-p", "no:cacheprovider", "tests/conformance_test.py", *ids],
-        capture_output=True, text=True, timeout=300, cwd=_ROOT, check=False)
+        capture_output=True, text=True, timeout=300, cwd=_ROOT, check=False,
+        env=fresh_process.environment())
     self.assertEqual(run.returncode, 0, run.stdout[-3000:] + run.stderr)
     collected = {line for line in run.stdout.splitlines() if "::" in line}
     gpu_cases = {line for line in collected
@@ -398,7 +399,7 @@ class UnpackWheelsTest(absltest.TestCase):
     target = self._folder()
     run = subprocess.run(
         ["bash", str(_SCRIPT), "--unpack-wheels", str(target), str(folder),
-         *pins], env={**os.environ, "PYTHON": sys.executable},
+         *pins], env={**fresh_process.environment(), "PYTHON": sys.executable},
         capture_output=True, text=True, timeout=60, check=False)
     return run, target
 

@@ -129,7 +129,8 @@ class GateTest(absltest.TestCase):
     self.assertEqual(result.unsafe_buffer_pointer(), source.ctypes.data)
 
   def test_versioned_export_gate_matches_jaxlib(self) -> None:
-    buffer = jnp.arange(4.0).addressable_data(0)
+    buffer = jax.device_put(np.arange(4.0),
+                            cpu_devices.cpu()).addressable_data(0)
     if not dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES:
       self.assertIsNone(dlpack_compat.JAXLIB_DLPACK_VERSION)
       self.assertFalse(dlpack_capsule.inspect(
@@ -148,9 +149,10 @@ class GateTest(absltest.TestCase):
                      | dlpack_capsule.FLAG_IS_COPIED)
 
   def test_numpy_view_gate_matches_jax(self) -> None:
+    # The gate is of CPU buffers: an accelerator's are never NumPy's views.
     for dtype in (jnp.bool_, jnp.int8, jnp.uint32, jnp.float16, jnp.float32,
                   jnp.complex64):
-      x = jnp.zeros((3, 4), dtype)
+      x = jax.device_put(np.zeros((3, 4), dtype), cpu_devices.cpu())
       view = np.asarray(x)
       self.assertEqual(
           view.ctypes.data == x.unsafe_buffer_pointer()
@@ -188,7 +190,7 @@ class GateTest(absltest.TestCase):
         _jaxlib_import(source)
 
   def test_float8_gate_matches_jaxlib_export(self) -> None:
-    x = jnp.arange(8, dtype=_FLOAT8)
+    x = jax.device_put(np.arange(8).astype(_FLOAT8), cpu_devices.cpu())
     if dlpack_compat.jaxlib_knows_type_code(_FLOAT8_CODE):
       dlpack_compat.export_legacy_capsule(x.addressable_data(0), None)
     else:
@@ -272,8 +274,9 @@ class GateTest(absltest.TestCase):
     self.assertEqual(calls, [1])  # Not the top level: JAX judges.
 
 
-class Float8Test(absltest.TestCase):
-  """float8 on every jaxlib; before 0.5.3 jaxlib's DLPack lacks the types."""
+class Float8Test(cpu_devices.CpuDefaultTestCase):
+  """float8 on the CPU on every jaxlib; before 0.5.3 jaxlib's DLPack lacks
+  the types."""
 
   @producers.requires_torch
   def test_export_aliases_the_buffer_and_keeps_it_alive(self) -> None:

@@ -12,7 +12,11 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Tests for to_dlpack, the export behind jax.Array.__dlpack__."""
+"""Tests for to_dlpack, the export behind jax.Array.__dlpack__, on the CPU.
+
+Each class is a ``CpuDefaultTestCase``: what it exports is in CPU memory,
+whatever JAX's default device is.
+"""
 
 # First: the CPU devices every test module runs with, before JAX starts.
 from tests import cpu_devices  # pylint: disable=g-import-not-at-top
@@ -43,7 +47,7 @@ def _as_numpy(capsule: Any) -> np.ndarray[Any, Any]:
   return np.from_dlpack(conformance.PreparedCapsule(capsule))
 
 
-class ToDLPackTest(absltest.TestCase):
+class ToDLPackTest(cpu_devices.CpuDefaultTestCase):
 
   def test_copy_true_exports_an_independent_buffer(self) -> None:
     x = jnp.arange(4.0)
@@ -135,7 +139,7 @@ def _write_as_a_legacy_consumer_may(info: dlpack_capsule.TensorInfo) -> None:
                  math.prod(info.shape) * 4)
 
 
-class LegacyMaxVersionTest(parameterized.TestCase):
+class LegacyMaxVersionTest(cpu_devices.CpuDefaultTestCase):
   """A max_version of major 0 asks for a 0.x capsule, which has no flags."""
 
   @parameterized.parameters((0, 0), (0, 5), (0, 8))
@@ -168,7 +172,7 @@ class LegacyMaxVersionTest(parameterized.TestCase):
     self.assertEqual(info.address, x.unsafe_buffer_pointer())
 
 
-class VersionedExportTest(absltest.TestCase):
+class VersionedExportTest(cpu_devices.CpuDefaultTestCase):
 
   def test_max_version_1_0_exports_a_read_only_versioned_capsule(self) -> None:
     x = jnp.arange(4.0)
@@ -250,7 +254,7 @@ class VersionedExportTest(absltest.TestCase):
     dlpack.to_dlpack(jnp.arange(4.0), stream=-1)
 
 
-class JaxlibExportRouteTest(parameterized.TestCase):
+class JaxlibExportRouteTest(cpu_devices.CpuDefaultTestCase):
   """From jaxlib 0.12, the commonest request goes straight to jaxlib."""
 
   def setUp(self) -> None:
@@ -287,7 +291,7 @@ class JaxlibExportRouteTest(parameterized.TestCase):
       self.assertEqual(to_dlpack.call_count, 1, kwargs)
 
 
-class NumpyExportTest(parameterized.TestCase):
+class NumpyExportTest(cpu_devices.CpuDefaultTestCase):
   """Before jaxlib 0.12, NumPy exports its view of a ``cpu:0`` buffer."""
 
   def setUp(self) -> None:
@@ -365,7 +369,7 @@ class NumpyExportTest(parameterized.TestCase):
     self.assertEqual(info.dtype, np.dtype(dtype))
 
 
-class DLPackDeviceTest(absltest.TestCase):
+class DLPackDeviceTest(cpu_devices.CpuDefaultTestCase):
 
   def test_reports_the_cpu_device_it_is_on(self) -> None:
     device = cpu_devices.require(2)[1]
@@ -436,7 +440,7 @@ def _exports(x: Any) -> dict[str, Any]:
           "dunder": dunder}
 
 
-class MaxVersionNegotiationTest(parameterized.TestCase):
+class MaxVersionNegotiationTest(cpu_devices.CpuDefaultTestCase):
   """An export is stamped with a version the consumer asked for.
 
   A consumer's ``max_version`` caps the major version, it does not set it:
@@ -483,7 +487,7 @@ class MaxVersionNegotiationTest(parameterized.TestCase):
                                   np.asarray(x))
 
 
-class CpuStreamTest(parameterized.TestCase):
+class CpuStreamTest(cpu_devices.CpuDefaultTestCase):
   """On the CPU, ``stream`` is ``None``: host memory has no streams.
 
   Any other integer but -1 (no synchronisation, which host memory never
@@ -510,7 +514,7 @@ class CpuStreamTest(parameterized.TestCase):
     np.testing.assert_array_equal(_as_numpy(capsule), np.asarray(x))
 
 
-class OneDeviceNamedShardingExportTest(parameterized.TestCase):
+class OneDeviceNamedShardingExportTest(cpu_devices.CpuDefaultTestCase):
   """An array whose sharding is a one-device ``NamedSharding`` exports.
 
   ``jax.device_put`` onto a one-device mesh gives such an array; it is on

@@ -895,9 +895,9 @@ class JaxlibRefusalTest(parameterized.TestCase):
     del args
     raise dlpack_compat.RuntimeErrorType("UNIMPLEMENTED: refused by a test")
 
-  def _copy(self, capsule: Any, *args: Any) -> Any:
-    del capsule
-    return jnp.asarray(self.source.copy())
+  def _copy(self, capsule: Any, device: Any, *args: Any) -> Any:
+    del capsule, args
+    return jax.device_put(self.source.copy(), device)
 
   def setUp(self) -> None:
     super().setUp()

@@ -86,7 +86,8 @@ FAMILIES = {
     "unsupported_device_export": Family(
         r"The device specification passed to to_dlpack contains an "
         r"unsupported device type \(DLDeviceType: 99\)",
-        lambda: _any(jnp.arange(4.0)).__dlpack__(dl_device=(99, 0)),
+        lambda: _any(jax.device_put(np.arange(4.0), cpu_devices.cpu())
+                     ).__dlpack__(dl_device=(99, 0)),
         (0, 5, 0)),
     "missing_dlpack_methods": Family(
         r"The array passed to from_dlpack must have __dlpack__ and "

@@ -171,8 +171,8 @@ class PlacementTest(parameterized.TestCase):
                             device=cpu_devices.require(2)[1], copy=False)
 
 
-class ExportTest(parameterized.TestCase):
-  """A JAX array made from 64-bit data exports the type JAX holds."""
+class ExportTest(cpu_devices.CpuDefaultTestCase):
+  """A CPU array made from 64-bit data exports the type JAX holds."""
 
   @parameterized.named_parameters(_WIDE)
   def test_exports_the_held_dtype_read_only_and_shared(

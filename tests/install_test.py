@@ -39,6 +39,7 @@ from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
 from jax_patch._src import install
 from jax_patch.testing import conformance
+from tests import cpu_devices
 
 
 def _public_to_dlpack(module_name: str) -> Any:
@@ -105,14 +106,15 @@ class InstallTest(parameterized.TestCase):
 
   def test_installed_array_dlpack_uses_patched_export(self) -> None:
     jax_patch.install()
+    # Any: jax/_src/basearray.pyi declares __dlpack__ without keywords.
+    x: Any = jax.device_put(np.arange(4.0), cpu_devices.cpu())
     with self.assertRaisesRegex(BufferError, "no backend"):
-      # jax/_src/basearray.pyi declares __dlpack__ without keywords.
-      jnp.arange(4.0).__dlpack__(dl_device=(2, 0))  # type: ignore[call-arg]
+      x.__dlpack__(dl_device=(2, 0))
 
-  def test_installed_numpy_import_of_a_jax_array_is_read_only(self) -> None:
+  def test_installed_numpy_import_of_a_cpu_array_is_read_only(self) -> None:
     jax_patch.install()
     # Any: jax/_src/basearray.pyi declares __dlpack__ without keywords.
-    x: Any = jnp.arange(4.0)
+    x: Any = jax.device_put(np.arange(4.0), cpu_devices.cpu())
     imported = np.from_dlpack(x)
     self.assertEqual(imported.ctypes.data, x.unsafe_buffer_pointer())
     self.assertFalse(imported.flags.writeable)

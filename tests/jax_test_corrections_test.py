@@ -41,6 +41,7 @@ from jax_patch._delivery import jax_test_corrections
 from jax_patch._delivery import source_patch
 from jax_patch._delivery import vendor
 from jax_patch.testing import conformance
+from tests import cpu_devices
 
 _TEST_FILE = jax_test_corrections.TEST_FILE
 _JAX_GIT_DIR = os.environ.get("JAX_GIT_DIR")
@@ -113,9 +114,20 @@ _COPY_FALSE_FORMS = (
 )
 
 
+class _JaxOnTheCpu:
+  """``jax``, as JAX's tests see it where the CPU is the default backend."""
+
+  def __getattr__(self, name: str) -> Any:
+    return getattr(jax, name)
+
+  def default_backend(self) -> str:
+    return "cpu"
+
+
 def _refusal_expected(form: tuple[str, str], x_np: np.ndarray[Any, Any],
                       from_dlpack: Callable[..., Any]) -> bool:
-  """Runs a correction's lines as testNumpyToJax runs them, copy=False.
+  """Runs a correction's lines as testNumpyToJax runs them on the CPU
+  backend, copy=False.
 
   Returns:
     Whether they then expect ``from_dlpack`` to refuse (the branch that
@@ -130,7 +142,8 @@ def _refusal_expected(form: tuple[str, str], x_np: np.ndarray[Any, Any],
   body = textwrap.dedent(lines + "      refusal = True\n"
                          "    else:\n      refusal = False\n")
   scope: dict[str, Any] = dict(
-      jax=jax, np=np, x_np=x_np, dtype=x_np.dtype.type, copy=False,
+      jax=_JaxOnTheCpu(), np=np, x_np=x_np, dtype=x_np.dtype.type,
+      copy=False,
       aligned=not x_np.ctypes.data % 64,
       _from_dlpack=lambda: from_dlpack(x_np, copy=False),
       self=types.SimpleNamespace(
@@ -142,7 +155,7 @@ def _refusal_expected(form: tuple[str, str], x_np: np.ndarray[Any, Any],
 
 def _copying_from_dlpack(x: Any, copy: Any = None) -> Any:
   del copy
-  return jnp.array(np.array(x))
+  return jax.device_put(np.array(x), cpu_devices.cpu())
 
 
 class CorrectedCopyFalseTest(parameterized.TestCase):

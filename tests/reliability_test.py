@@ -37,6 +37,7 @@ import jax_patch
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
 from jax_patch.testing import conformance
+from tests import cpu_devices
 from tests import fresh_process
 from tests import memory
 from tests import producers
@@ -215,7 +216,8 @@ def _assert_flat(test: absltest.TestCase, make: Any, count: int) -> None:
   test.assertLess(resident, 16 << 20)
 
 
-class LeakTest(parameterized.TestCase):
+class LeakTest(cpu_devices.CpuDefaultTestCase):
+  """Many calls leave memory and objects flat (exports from the CPU)."""
 
   @parameterized.named_parameters(
       ("numpy_zero_copy",
@@ -441,7 +443,8 @@ class ProcessTest(absltest.TestCase):
           assert float(imported[1]) == 1.0
         print("forks", fork + 1, "live imports", len(kept))
         """)
-    run = fresh_process.run(script, env=_without_malloc_check(os.environ))
+    run = fresh_process.run(
+        script, env=_without_malloc_check(fresh_process.environment()))
     self.assertEqual(run.returncode, 0, run.stderr[-3000:])
     self.assertRegex(run.stdout, r"forks \d+ live imports \d+")
 

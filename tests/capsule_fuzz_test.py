@@ -46,7 +46,6 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jax_patch._src import dlpack
 from jax_patch.testing import conformance

@@ -159,6 +159,54 @@ class UnnameableMemoryExportTest(parameterized.TestCase):
     self.assertIs(caught.exception.__cause__, refusal)
 
 
+class HostCopyExportTest(parameterized.TestCase):
+  """An accelerator array asked for on the host is handed over as a copy
+  only the consumer holds, writable: IS_COPIED in 1.x, plain 0.x.
+
+  The route runs for accelerator memory only; here a CPU array stands in
+  for the array it copies, whose cached host value must never be shared.
+  """
+
+  @parameterized.product(
+      dtype=["float32", "bfloat16"],
+      max_version=[None, (0, 8), (1, 0), (1, 1), (2, 0)])
+  def test_hands_over_a_private_writable_copy(
+      self, dtype: str, max_version: tuple[int, int] | None) -> None:
+    x = jax.device_put(np.arange(4.0).astype(dtype), jax.devices("cpu")[0])
+    before = np.asarray(x)  # Its cached host value, as on an accelerator.
+    capsule = dlpack._export_host_copy(x, max_version)  # pylint: disable=protected-access
+    info = dlpack_capsule.inspect(capsule)
+    self.assertEqual(info.device, (_KDL_CPU, 0))
+    self.assertNotEqual(info.address, before.ctypes.data)
+    self.assertNotEqual(info.address, x.unsafe_buffer_pointer())
+    if max_version is None or max_version[0] < 1:
+      self.assertFalse(info.versioned)
+    else:
+      self.assertTrue(info.versioned)
+      self.assertEqual(info.version[0], 1)
+      self.assertLessEqual(info.version, max_version)
+      self.assertTrue(info.is_copied)
+      self.assertFalse(info.read_only)
+    if dtype == "float32":
+      copied: Any = np.from_dlpack(conformance_capsule(capsule))
+      # NumPy reads any 0.x import as read-only: it cannot tell.
+      self.assertEqual(copied.flags.writeable, info.versioned)
+      if copied.flags.writeable:
+        copied[0] = 99
+      np.testing.assert_array_equal(np.asarray(x), np.arange(4.0))
+
+  def test_mark_copied_refuses_a_legacy_capsule(self) -> None:
+    legacy: Any = np.zeros(2, np.float32)
+    with self.assertRaises(ValueError):
+      dlpack_capsule.mark_copied(legacy.__dlpack__())
+
+
+def conformance_capsule(capsule: Any) -> Any:
+  """A producer that hands out ``capsule``, for ``np.from_dlpack``."""
+  from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top
+  return conformance.PreparedCapsule(capsule)
+
+
 class ExportStreamTest(parameterized.TestCase):
   """The DLPack Python spec's streams, for each device type's memory."""
 

@@ -317,6 +317,10 @@ MUTATIONS = (
         ("tests/dlpack_tear_test.py::NoTornImportTest",), fast=True,
         keyword="copy_none"),
     Mutation(
+        "host_copy_export_shares_the_cached_host_value", _DLPACK,
+        "  host = np.array(x)  # One transfer", "  host = np.asarray(x)  # One transfer",
+        (f"{_EXPORT_DEVICE_TEST}::HostCopyExportTest",), fast=True),
+    Mutation(
         "cuda_export_takes_any_stream", _DEVICE,
         "  if dl_type == KDL_CUDA and stream >= 1:",
         "  if dl_type == KDL_CUDA:",

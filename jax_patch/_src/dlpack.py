@@ -957,9 +957,12 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
   decision = dlpack_plan.plan(copy, target, src_device, obstacle,
                               caller="to_dlpack",
                               specified=f"max_version={requested}")
+  dlpack_device.check_export_stream(stream, dl_type, "to_dlpack")
+  if (target is not None and dlpack_device.host_dl_device(target) is not None
+      and dlpack_device.host_dl_device(src_device) is None):
+    return _export_host_copy(x, requested)
   exported, device, copied = _export_placement(x, src_device, target,
                                                decision)
-  dlpack_device.check_export_stream(stream, dl_type, "to_dlpack")
   if requested is None or requested[0] < 1:
     return _export_capsule(exported, device, stream, type_code)
   if not copied and dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES:
@@ -977,6 +980,30 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
            else dlpack_capsule.FLAG_READ_ONLY)
   return dlpack_capsule.as_versioned_capsule(
       capsule, min(requested, dlpack_capsule.MAX_VERSION), flags)
+
+
+def _export_host_copy(x: Any, requested: tuple[int, int] | None) -> Any:
+  """Exports a host copy of an accelerator array that only the consumer holds.
+
+  A writable copy, as PyTorch and CuPy hand over device memory asked for on
+  the host: IS_COPIED in a 1.x capsule, a plain 0.x capsule otherwise. NumPy
+  allocates it, so nothing of ``x`` (its cached host value, which a move to
+  the CPU may alias) is ever shared with a consumer that may write.
+  """
+  host = np.array(x)  # One transfer (kept as x's host value), one memcpy.
+  if host.dtype in dlpack_capsule.NUMPY_EXPORTED_DTYPES:
+    producer: Any = host  # NumPy's stubs for pytype lack __dlpack__.
+    if requested is None or requested[0] < 1:
+      return producer.__dlpack__()
+    return dlpack_capsule.mark_copied(
+        producer.__dlpack__(max_version=min(requested,
+                                            dlpack_capsule.MAX_VERSION)))
+  capsule = dlpack_capsule.capsule_for_host_array(host)  # bfloat16, float8.
+  if requested is None or requested[0] < 1:
+    return capsule
+  return dlpack_capsule.as_versioned_capsule(
+      capsule, min(requested, dlpack_capsule.MAX_VERSION),
+      dlpack_capsule.FLAG_IS_COPIED)
 
 
 def _export_type_code(dtype: np.dtype[Any]) -> int:

@@ -817,6 +817,23 @@ def as_versioned_capsule(capsule: Any, version: tuple[int, int],
                         versioned=True)
 
 
+def mark_copied(capsule: Any) -> Any:
+  """Sets IS_COPIED on a fresh 1.x capsule only the caller holds; returns it.
+
+  For a capsule the caller just had made of a copy it owns (NumPy's of a
+  private array, say), whose producer does not know it is a copy.
+
+  Raises:
+    ValueError: ``capsule`` is a 0.x capsule, which has no flags.
+  """
+  versioned, address = _managed_tensor_address(capsule)
+  if not versioned:
+    raise ValueError("mark_copied takes a 1.x capsule.")
+  tensor = _DLManagedTensorVersioned.from_address(address)
+  tensor.flags = (tensor.flags | FLAG_IS_COPIED) & ~FLAG_READ_ONLY
+  return capsule
+
+
 def element_span(shape: tuple[int, ...],
                  strides: tuple[int, ...]) -> tuple[int, int]:
   """Where a strided tensor's elements lie, relative to its first element.

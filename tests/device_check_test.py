@@ -65,7 +65,7 @@ _ENTRY_POINTS = ("jax_patch", "installed_jnp", "installed_jax_dlpack")
 # The tests of accelerator code that run on a CPU, which the device check
 # runs by these IDs on the GPU machine's JAX too.
 _CPU_TEST_IDS = (
-    "tests/dlpack_export_test.py::AcceleratorDeviceTypeTest",
+    "tests/dlpack_export_device_test.py::DLDeviceTypeTest",
     "tests/dlpack_import_test.py::GatherOnDeviceTest",
     "tests/device_check_test.py::SideStreamCaseTest",
     "tests/device_check_test.py::ManagedMemoryTest",

@@ -564,8 +564,10 @@ def prepare_diff(root: pathlib.Path, force: bool = False) -> Prepared:
 
 def _differ_from(root: pathlib.Path, changes: list[FileChange],
                  originals: Originals) -> list[str]:
-  """The files of ``root`` not as vendoring ``changes`` into ``originals``
-  leaves them."""
+  """The files of ``root`` that differ from what vendoring left there.
+
+  That is, from ``originals`` with ``changes`` applied.
+  """
   expected = {**originals, **{c.path: c.after for c in changes}}
   return [path for path, data in sorted(expected.items())
           if _read(root / path) != data]

@@ -1363,8 +1363,10 @@ def jax_cuda_exports_to_torch(from_dlpack: FromDLPack) -> str:
 
 @_case("jax.Array.__dlpack__(stream=0 or -2) on a GPU raises BufferError")
 def jax_cuda_export_stream_zero_raises(from_dlpack: FromDLPack) -> str:
-  """Fails if stream=0 (ambiguous) or -2 (no stream), which DLPack forbids
-  for CUDA, reaches jaxlib or exports."""
+  """Fails if stream=0 or -2, which DLPack forbids for CUDA, exports.
+
+  0 is ambiguous and -2 no stream at all; neither may reach jaxlib.
+  """
   del from_dlpack
   gpu = _require_gpu()
   x: Any = jax.device_put(jax.numpy.arange(4.0), gpu)
@@ -1488,8 +1490,11 @@ def dlpack_round_trip_keeps_device(from_dlpack: FromDLPack) -> str:
 @_case("jax.Array.__dlpack__(dl_device=(kDLCPU, 0 or 1)) from cpu:0 or cpu:1 "
        "exports an alias, copy=False too (host memory is one)")
 def export_cpu_dl_device_any_id_aliases(from_dlpack: FromDLPack) -> str:
-  """Fails if a CPU array asked for kDLCPU with another id is moved or
-  copied, or copy=False refuses it (the CPU id rule: docs/behaviour.md)."""
+  """Fails if a CPU array asked for kDLCPU with another id is copied.
+
+  Or moved, or refused under copy=False: the CPU id rule of
+  docs/behaviour.md.
+  """
   del from_dlpack
   devices = _require_devices(2)
   for source in devices:
@@ -1524,8 +1529,9 @@ def export_int4_raises_with_conversion_hint(from_dlpack: FromDLPack) -> str:
 @_case("jax.Array.__dlpack__ answers max_version 1.0, 1.1, 1.99 and 2.0 with "
        "a 1.x capsule; a copy is stamped no newer than asked")
 def export_max_version_negotiated(from_dlpack: FromDLPack) -> str:
-  """Fails on a 0.x capsule for a 1.x consumer, a 2.x stamp (a 2.x consumer
-  would misread 1.x), or a copy stamped newer than asked.
+  """Fails on a 0.x capsule, a 2.x stamp, or a copy stamped newer than asked.
+
+  A 1.x consumer asked; a 2.x consumer would misread a 1.x capsule stamped 2.
 
   Minor versions of one major share the ABI, so an alias may carry its
   exporter's own 1.x minor (jaxlib 0.12 stamps 1.3 whatever was asked).
@@ -1629,8 +1635,11 @@ def torn_imports(from_dlpack: FromDLPack, device: Any, copy: bool | None,
 @_case("a NumPy array with device=<accelerator> moves there with copy=None "
        "and copy=True, untorn; copy=False raises")
 def numpy_to_accelerator_moves(from_dlpack: FromDLPack) -> str:
-  """Fails if the result is off the accelerator, has wrong values, sees a
-  write made after the import returned, or copy=False imports."""
+  """Fails if the result is off the accelerator, wrong, torn, or unrefused.
+
+  Torn: it sees a write made after the import returned; unrefused:
+  copy=False imports.
+  """
   accelerator = _require_accelerator()
   for copy in (None, True):
     source = aligned_array((1024,))
@@ -1672,8 +1681,10 @@ def _is_deleted_with(result: Any, source: Any) -> bool:
 @_case("a jax.Array on the accelerator stays there: shared with copy=None "
        "and copy=False, copied there with copy=True")
 def accelerator_array_stays(from_dlpack: FromDLPack) -> str:
-  """Fails if the result leaves the accelerator, copy=False or None copies,
-  or copy=True shares."""
+  """Fails if the result leaves the accelerator, or shares or copies wrongly.
+
+  copy=None and copy=False must share; copy=True must copy.
+  """
   accelerator = _require_accelerator()
   for copy, shared in ((None, True), (False, True), (True, False)):
     source = jax.device_put(jax.numpy.arange(16.0), accelerator)
@@ -1710,8 +1721,10 @@ def _torch_or_none() -> Any:
        "READ_ONLY; memory it cannot name (TPU) raises BufferError from every "
        "entry point, naming the route to the host")
 def accelerator_export(from_dlpack: FromDLPack) -> str:
-  """Fails if jaxlib's own error escapes, a consumer gets memory DLPack
-  cannot describe, or a GPU export is wrong."""
+  """Fails if jaxlib's error escapes, or an export is wrong or misdescribed.
+
+  Misdescribed: a consumer gets memory DLPack cannot name.
+  """
   del from_dlpack
   accelerator = _require_accelerator()
   x: Any = jax.device_put(jax.numpy.arange(4.0), accelerator)
@@ -1744,8 +1757,11 @@ def accelerator_export(from_dlpack: FromDLPack) -> str:
        "exports a writable host copy: IS_COPIED in 1.x, plain 0.x; "
        "copy=False raises")
 def accelerator_export_to_host(from_dlpack: FromDLPack) -> str:
-  """Fails if the host copy is missing, read-only, unflagged, or shared with
-  the accelerator array, or copy=False exports."""
+  """Fails on a missing, read-only, unflagged or shared host copy.
+
+  Shared: a write to it shows in the accelerator array. copy=False must
+  raise.
+  """
   del from_dlpack
   accelerator = _require_accelerator()
   x: Any = jax.device_put(jax.numpy.arange(4.0), accelerator)

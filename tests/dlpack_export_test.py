@@ -23,7 +23,6 @@ from tests import cpu_devices  # pylint: disable=g-import-not-at-top
 
 import ctypes  # pylint: disable=g-import-not-at-top
 import math
-import types
 from typing import Any
 from unittest import mock
 
@@ -392,43 +391,6 @@ class DLPackDeviceTest(cpu_devices.CpuDefaultTestCase):
     with self.assertRaises(BufferError):
       dlpack_device.dlpack_device_of_array(
           jax.device_put(jnp.arange(4.0), sharding))
-
-
-class AcceleratorDeviceTypeTest(parameterized.TestCase):
-  """Device types of accelerator memory, as upstream 0.12 reports them.
-
-  No GPU or TPU is here: the devices are stand-ins with the two attributes
-  read.
-  """
-
-  @parameterized.named_parameters(
-      ("cuda", "gpu", "cuda 12.8", False, 2),
-      ("cuda_pinned_host", "gpu", "cuda 12.8", True, 3),
-      ("rocm", "gpu", "rocm 6.4", False, 10),
-      ("rocm_pinned_host", "gpu", "rocm 6.4", True, 11),
-      ("oneapi", "gpu", "oneapi 2025", False, 14),
-      ("tpu_pinned_host", "tpu", "", True, 20),
-  )
-  def test_memory_gets_its_dlpack_device_type(
-      self, platform: str, version: str, pinned_host: bool,
-      expected: int) -> None:
-    device = types.SimpleNamespace(
-        platform=platform,
-        client=types.SimpleNamespace(platform_version=version))
-    self.assertEqual(
-        dlpack_device._accelerator_device_type(device, pinned_host), expected)
-
-  @parameterized.named_parameters(
-      ("tpu_device_memory", "tpu", "", False),
-      ("unknown_gpu", "gpu", "metal 1", False),
-  )
-  def test_memory_without_a_dlpack_device_type_raises_buffer_error(
-      self, platform: str, version: str, pinned_host: bool) -> None:
-    device = types.SimpleNamespace(
-        platform=platform,
-        client=types.SimpleNamespace(platform_version=version))
-    with self.assertRaises(BufferError):
-      dlpack_device._accelerator_device_type(device, pinned_host)
 
 
 def _exports(x: Any) -> dict[str, Any]:

@@ -14,12 +14,13 @@
 
 """The command line as a new user meets it: paths that do not exist or
 cannot be made, usage errors, Ctrl-C, ``--version``, ``series --help``, the
-README's test command, and the pull requests' numbers, which the README's
-queue table gives."""
+README's test command, and the pull requests' numbers, which the queue
+table of docs/upstream.md gives."""
 
 import contextlib
 import errno
 import importlib.metadata
+import importlib.util
 import io
 import os
 import pathlib
@@ -43,6 +44,7 @@ from jax_patch._delivery import series_plan
 from jax_patch._delivery import series_reports
 from jax_patch._delivery import series_tree
 from jax_patch._delivery import stubs
+from tests import fresh_process
 
 # Not resolve(): under Bazel the runfiles tree is the project.
 _ROOT = pathlib.Path(__file__).absolute().parents[1]
@@ -141,7 +143,7 @@ class PathTest(_ScratchTest):
     run = subprocess.run(
         [sys.executable, "-m", "jax_patch", "stubs", "--out",
          str(self.file / "typings")], capture_output=True, text=True,
-        timeout=300, check=False)
+        timeout=300, check=False, env=fresh_process.environment())
     self.assertEqual((run.returncode, run.stdout), (2, ""), run.stderr)
     self.assert_one_error_line("stubs", run.stderr, "not a directory")
 
@@ -243,7 +245,8 @@ class InterruptTest(parameterized.TestCase):
     # SIGINT to the whole process group.
     check_run = subprocess.Popen(
         [sys.executable, "-m", "jax_patch", "check", *mode],
-        env=dict(os.environ, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
+        env=fresh_process.environment(dict(os.environ, PYTHONUNBUFFERED="1")),
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, start_new_session=True)
     self.addCleanup(check_run.kill)
     assert check_run.stdout is not None
@@ -274,10 +277,13 @@ class TestCommandTest(_ScratchTest):
           def test_skips(self):
             self.skipTest("needs what this machine lacks")
         """))
+    if importlib.util.find_spec("xdist") is None:
+      self.skipTest("pytest-xdist is not installed: the README's command "
+                    "(-n auto) needs it")
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "1", "tests"],
         cwd=self.scratch, capture_output=True, text=True, timeout=300,
-        check=False)
+        check=False, env=fresh_process.environment())
     self.assertEqual(run.returncode, 0, run.stdout[-3000:] + run.stderr)
     self.assertRegex(
         run.stdout, r"SKIPPED \[1\] tests/skips_test\.py:\d+: needs what this "

@@ -62,7 +62,8 @@ class ConformanceTest(parameterized.TestCase):
       (f"{case.name}__{entry}", case, entry)
       for case in conformance.CASES for entry in _ENTRY_POINTS)
   def test_case(self, case: conformance.Case, entry: str) -> None:
-    case.run(_ENTRY_POINTS[entry])
+    with conformance.on_its_device(case):
+      case.run(_ENTRY_POINTS[entry])
 
 
 # Upstream fails these on every supported JAX, 0.4.35 to 0.10.2 (and, where

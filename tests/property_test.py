@@ -137,7 +137,10 @@ class PropertyTest(absltest.TestCase):
     self.assertEqual(shares, shareable)
 
   def test_bfloat16_from_jax_round_trips(self) -> None:
-    source = jax.numpy.arange(6, dtype=ml_dtypes.bfloat16).reshape(2, 3)
+    # A host array: CPU behaviour, whatever JAX's default device is.
+    source = jax.device_put(
+        np.arange(6, dtype=ml_dtypes.bfloat16).reshape(2, 3),
+        jax.devices("cpu")[0])
     result = jax_patch.from_dlpack(conformance.DLPackOnly(source))
     np.testing.assert_array_equal(np.asarray(result), np.asarray(source))
 

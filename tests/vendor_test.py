@@ -33,6 +33,7 @@ from jax_patch._delivery import source_patch
 from jax_patch._delivery import vendor
 from jax_patch._src import dlpack_compat
 from jax_patch.testing import conformance
+from tests import fresh_process
 
 _INSTALLED_JAX = pathlib.Path(jax.__file__).parent
 # Past any release the pristine table can hold.
@@ -118,8 +119,9 @@ class VendorTest(absltest.TestCase):
   def test_vendored_checkout_passes_the_conformance_tests(self) -> None:
     root = self._jax_tree("checkout", checkout=True)
     vendor.vendor(root)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(root)] + [p for p in sys.path if p]))
+    env = fresh_process.environment(dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(root)] + [p for p in sys.path if p])))
     env.pop("XLA_FLAGS", None)
     # With JAX's pytest configuration: --import-mode=importlib puts no test
     # folder on sys.path.
@@ -185,8 +187,9 @@ class VendorTest(absltest.TestCase):
   def test_vendored_conformance_test_loads_the_cases_beside_it(self) -> None:
     root = self._jax_tree("cases_beside", checkout=True)
     vendor.vendor(root)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(root)] + [p for p in sys.path if p]))
+    env = fresh_process.environment(dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(root)] + [p for p in sys.path if p])))
     # Loaded by path from elsewhere, as JAX's pytest configuration loads it:
     # neither tests/ nor the working folder is on sys.path.
     show = ("import importlib.util, sys\n"
@@ -207,8 +210,9 @@ class VendorTest(absltest.TestCase):
   def test_dry_run_imports_the_vendored_copy(self) -> None:
     root = self._jax_tree("installed")
     vendor.vendor(root)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(root)] + [p for p in sys.path if p]))
+    env = fresh_process.environment(dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(root)] + [p for p in sys.path if p])))
     run = subprocess.run(
         [sys.executable, "-m", "jax_patch._delivery.vendor_dry_run", str(root)],
         env=env, capture_output=True, text=True, timeout=600, check=False)
@@ -396,7 +400,7 @@ class VendorTest(absltest.TestCase):
   def test_cli_diff_defaults_to_the_installed_jax(self) -> None:
     run = subprocess.run([sys.executable, "-m", "jax_patch", "diff"],
                          capture_output=True, text=True, timeout=300,
-                         check=False)
+                         check=False, env=fresh_process.environment())
     self.assertEqual(run.returncode, 0, run.stderr)
     self.assertEqual(run.stdout, vendor.diff(_INSTALLED_JAX.parent))
 

@@ -96,9 +96,13 @@ def device_of(name: str) -> str:
   return "cpu"
 
 
-def _default_device_for(name: str) -> Any:
-  """The CPU for a CPU case, so that its arrays are host arrays anywhere."""
-  if device_of(name) == "cpu":
+def on_its_device(case: Case) -> Any:
+  """A context that runs ``case`` on the device it tests.
+
+  For a CPU case, the CPU is JAX's default device in it, so that the case's
+  arrays are host arrays whatever the machine's default device is.
+  """
+  if device_of(case.name) == "cpu":
     return jax.default_device(jax.devices("cpu")[0])
   return contextlib.nullcontext()
 
@@ -106,7 +110,7 @@ def _default_device_for(name: str) -> Any:
 def run_case(case: Case, from_dlpack: FromDLPack) -> tuple[str, bool | None]:
   """Runs one case: returns (what it saw, passed); passed is None if skipped."""
   try:
-    with _default_device_for(case.name):
+    with on_its_device(case):
       return case.run(from_dlpack), True
   except unittest.SkipTest as skip:
     return f"skipped: {skip}", None

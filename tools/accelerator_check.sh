@@ -11,7 +11,7 @@
 # alone, and the device tool's 10-minute limit per command splits the run in
 # two calls. Each stage writes its log to $OUT (default build/accelerator) as
 # it goes, so a crash or a time-out keeps what ran:
-#   cases: the source hash; `jax-patch check --require-accelerator --x64
+#   cases: the date, the source hash and the JAX (machine.log); `jax-patch check --require-accelerator --x64
 #     both` (check.log); the speed table, `benchmarks/dlpack_bench.py
 #     --accelerator` (bench.log); the tear counts of the patch, upstream and
 #     a bare `device_put` left unwaited (tears.log); `jax-patch vendor`, the
@@ -69,10 +69,12 @@ stage() {
 }
 
 machine() {
-  date -u
-  bash tools/device_check.sh --source-hash
-  python3 -c 'import jax, sys; print(sys.version.split()[0], "jax",
+  {
+    date -u
+    bash tools/device_check.sh --source-hash
+    python3 -c 'import jax, sys; print(sys.version.split()[0], "jax",
 jax.__version__, jax.devices())'
+  } 2>&1 | tee "${OUT}/machine.log"
 }
 
 check_cases() {

@@ -19,7 +19,9 @@
 #      build/device-test-deps` (unpacked with zipfile where pip cannot: no
 #      pip, an externally managed Python), also on PYTHONPATH; every test
 #      dependency must then import, and jax_patch from this tree.
-#   3. `jax-patch check --require-gpu --x64 both`, run once, read twice:
+#   3. `jax-patch check --require-gpu --require-accelerator --x64 both`
+#      (on a GPU machine the GPU is also JAX's accelerator), run once, read
+#      twice:
 #      jax-patch check: no patched case fails, in either x64 mode;
 #      GPU cases [GPU]: --require-gpu is met in both modes (every GPU case
 #      passes; a skip counts as a failure).
@@ -328,13 +330,14 @@ EOF
 }
 
 stage_check() {
-  echo "== jax-patch check --require-gpu --x64 both"
+  echo "== jax-patch check --require-gpu --require-accelerator --x64 both"
   # The console script's entry point, through the chosen interpreter (no
   # `jax-patch` is on PATH: nothing was installed).
   # Wide lines: each case the verdict names stays on one line.
   COLUMNS=200 bounded 200 "${PY}" -c "import sys; \
 from jax_patch._delivery.cli import main; \
-sys.exit(main(['check', '--require-gpu', '--x64', 'both']))" \
+sys.exit(main(['check', '--require-gpu', '--require-accelerator', '--x64', \
+'both']))" \
     | tee "${OUT_DIR}/check.txt"
   check_status="${PIPESTATUS[0]}"
   local lines

@@ -871,6 +871,77 @@ class ImportDeviceTest(parameterized.TestCase):
       _import_device(source, False)
 
 
+class MisalignedDeviceDataTest(parameterized.TestCase):
+  """Device data off XLA's alignment is gathered into aligned memory, its
+  span starting on the boundary; ``copy=False`` refuses.
+
+  Shown on the CPU, whose jaxlib aliases host memory only at 64 bytes (as
+  XLA's GPU executables read device memory only at 16): the CPU path's
+  alignment stands in for the GPU's. Holds in either x64 mode (float32).
+  """
+
+  def setUp(self) -> None:
+    super().setUp()
+    self.enter_context(mock.patch.object(
+        dlpack, "_device_alignment",
+        lambda dl_device_type: 64 if dl_device_type == 1 else 1))
+
+  @parameterized.named_parameters(
+      ("contiguous_at_4_bytes", lambda base: base.ravel()[1:]),
+      ("rows_at_32_bytes", lambda base: base[1:]),
+      ("strided_at_4_bytes", lambda base: base[:, 1::2]),
+      ("transposed_at_4_bytes", lambda base: base[:, 1::2].T),
+  )
+  def test_is_gathered_into_aligned_memory(self, view: Any) -> None:
+    base = conformance.aligned_array((8, 8))
+    source = view(base)
+    expected = np.array(source)
+    for copy in (None, True):
+      with self.subTest(copy=copy):
+        result = _import_device(source, copy)
+        self.assertEqual(result.unsafe_buffer_pointer() % 64, 0)
+        base[...] = -1  # The gather has read the source already.
+        np.testing.assert_array_equal(np.asarray(result), expected)
+        base[...] = conformance.aligned_array((8, 8))
+
+  def test_copy_false_refuses_saying_why(self) -> None:
+    source = conformance.aligned_array((8, 8)).ravel()[1:]
+    with self.assertRaisesRegex(dlpack.CopyRequiredError,
+                                "not a multiple of 64 bytes"):
+      _import_device(source, False)
+
+  @parameterized.named_parameters(("copy_none", None), ("copy_false", False))
+  def test_aligned_data_is_still_shared(self, copy: bool | None) -> None:
+    base = conformance.aligned_array((8, 8))
+    source = base[2:]  # 64 bytes in: on the boundary.
+    result = _import_device(source, copy)
+    base[2, 0] = 99
+    self.assertEqual(np.asarray(result)[0, 0], 99)
+
+  def test_a_start_off_the_element_grid_raises_buffer_error(self) -> None:
+    raw = conformance.aligned_array((80,), np.uint8)
+    # float32 elements 2 bytes past the boundary: no aligned vector of
+    # float32 starts before them.
+    source = np.ndarray((8,), np.float32, buffer=raw, offset=2)
+    with self.assertRaisesRegex(BufferError, "cannot start a 64-byte"):
+      _import_device(source, None)
+
+  @parameterized.parameters((2, 4, True), (2, 16, False), (10, 4, True),
+                            (1, 4, False), (13, 4, False))
+  def test_only_gpu_data_off_16_bytes_is_refused_an_alias(
+      self, dl_device_type: int, offset: int, refused: bool) -> None:
+    info = dlpack_capsule.inspect(
+        conformance.aligned_array((8,)).__dlpack__())._replace(
+            address=1 << 20 | offset)
+    self.enter_context(mock.patch.object(  # The real rule, not setUp's.
+        dlpack, "_device_alignment", _REAL_DEVICE_ALIGNMENT))
+    why = dlpack._why_xla_cannot_compute_on(info, dl_device_type)  # pylint: disable=protected-access
+    self.assertEqual(why is not None, refused, why)
+
+
+_REAL_DEVICE_ALIGNMENT = dlpack._device_alignment  # pylint: disable=protected-access
+
+
 class JaxlibRefusalTest(parameterized.TestCase):
   """What follows when jaxlib refuses, or copies, a tensor it should alias.
 

@@ -321,6 +321,16 @@ MUTATIONS = (
         "  host = np.array(x)  # One transfer", "  host = np.asarray(x)  # One transfer",
         (f"{_EXPORT_DEVICE_TEST}::HostCopyExportTest",), fast=True),
     Mutation(
+        "misaligned_device_data_aliased", _DLPACK,
+        "  if not info.address % alignment or not math.prod(info.shape):",
+        "  if True:",
+        (f"{_IMPORT_TEST}::MisalignedDeviceDataTest",), fast=True),
+    Mutation(
+        "device_span_starts_off_the_boundary", _CAPSULE,
+        "  if count:  # A zero-size tensor spans nothing to read, aligned or not.",
+        "  if False:",
+        (f"{_IMPORT_TEST}::MisalignedDeviceDataTest",), fast=True),
+    Mutation(
         "cuda_export_takes_any_stream", _DEVICE,
         "  if dl_type == KDL_CUDA and stream >= 1:",
         "  if dl_type == KDL_CUDA:",

@@ -762,7 +762,8 @@ def _import_device(capsule: Any, info: dlpack_capsule.TensorInfo,
   narrowing = (None if canonical == info.dtype
                else _narrowing(info.dtype, canonical))
   # Asking jaxlib despite a refusal could import the data permuted.
-  layout = _why_jaxlib_cannot_read(info)
+  layout = _why_jaxlib_cannot_read(info) or _why_xla_cannot_compute_on(
+      info, dl_device_type)
   decision = dlpack_plan.plan(copy, target, source, narrowing or layout,
                               info.read_only, info.is_copied)
   if layout is None:
@@ -774,7 +775,7 @@ def _import_device(capsule: Any, info: dlpack_capsule.TensorInfo,
       decision = dlpack_plan.replan(decision, layout)
   if layout is not None:
     return gather_on_device(capsule, info, source, stream, dl_device_type,
-                            canonical)
+                            canonical, _device_alignment(dl_device_type))
   if narrowing is not None:
     return _finished(result.astype(canonical))
   if decision is _COPY:
@@ -782,9 +783,38 @@ def _import_device(capsule: Any, info: dlpack_capsule.TensorInfo,
   return result
 
 
+# XLA's GPU executables take an entry parameter only at a multiple of 16
+# bytes (kEntryParameterAlignBytes); else they fail, or a kernel faults with
+# CUDA_ERROR_MISALIGNED_ADDRESS, which fails every later launch too.
+_XLA_GPU_ALIGNMENT = 16
+
+
+def _device_alignment(dl_device_type: int) -> int:
+  """The byte alignment XLA needs of device memory of ``dl_device_type``."""
+  if dl_device_type in (dlpack_device.KDL_CUDA, dlpack_device.KDL_ROCM):
+    return _XLA_GPU_ALIGNMENT
+  return 1
+
+
+def _why_xla_cannot_compute_on(info: dlpack_capsule.TensorInfo,
+                               dl_device_type: int) -> str | None:
+  """Why an alias of device data would break XLA's executables, if it would.
+
+  A view that starts mid-allocation (``t[1:]``, a CuPy ``[::3, ::-2]``) can
+  start off XLA's alignment: jaxlib aliases it, and the first computation on
+  it fails. Such data is gathered on the device into aligned memory instead,
+  a copy ``copy=False`` refuses.
+  """
+  alignment = _device_alignment(dl_device_type)
+  if not info.address % alignment or not math.prod(info.shape):
+    return None
+  return (f"its data starts at {info.address:#x}, not a multiple of "
+          f"{alignment} bytes, where XLA's GPU executables cannot read it")
+
+
 def gather_on_device(capsule: Any, info: dlpack_capsule.TensorInfo,
                      source: Any, stream: int | None, dl_device_type: int,
-                     canonical: np.dtype[Any]) -> Array:
+                     canonical: np.dtype[Any], align: int = 1) -> Array:
   """Copies a tensor jaxlib cannot alias as laid out, on its own device.
 
   Strided (``x[::2]``), reversed, broadcast or, where jaxlib mishandles
@@ -795,13 +825,17 @@ def gather_on_device(capsule: Any, info: dlpack_capsule.TensorInfo,
 
   Args:
     capsule: an unconsumed capsule of the tensor ``info`` describes.
+    align: the span starts at a multiple of ``align`` bytes
+      (:func:`dlpack_capsule.as_span_capsule`), for memory whose executables
+      need it (:func:`_device_alignment`).
 
   Raises:
     BufferError: the span is too long to index with ``jax_enable_x64`` off,
       or jaxlib cannot import the span.
   """
   index_dtype = _canonical_dtype(np.dtype(np.int64))
-  span_capsule, first, count = dlpack_capsule.as_span_capsule(capsule, info)
+  span_capsule, first, count = dlpack_capsule.as_span_capsule(capsule, info,
+                                                              align)
   if count > np.iinfo(index_dtype).max:
     raise BufferError(
         f"from_dlpack: this strided {source.platform} tensor spans more "

@@ -851,8 +851,8 @@ def element_span(shape: tuple[int, ...],
   return low, high - low + 1
 
 
-def as_span_capsule(capsule: Any,
-                    info: TensorInfo) -> tuple[Any, int, int]:
+def as_span_capsule(capsule: Any, info: TensorInfo,
+                    align: int = 1) -> tuple[Any, int, int]:
   """Takes over ``capsule`` as a 0.x capsule of all the memory it spans.
 
   The new tensor is one row-major vector of ``info.dtype``, from the lowest
@@ -867,14 +867,32 @@ def as_span_capsule(capsule: Any,
       it returned with it; the caller must not hand ``capsule`` to anything
       else.
     info: what :func:`take` read.
+    align: the vector starts at a multiple of ``align`` bytes, that many
+      elements before the lowest one at most (an executable that reads it
+      may need that). Only where the memory's allocation is known to start
+      at such a multiple, so that the bytes added lie in the same
+      allocation: CUDA and ROCm allocations start at 256 bytes.
 
   Returns:
     ``(span_capsule, first, count)``: the new capsule, the offset of the
     tensor's first element in the vector and the vector's length, in
     elements.
+
+  Raises:
+    BufferError: the lowest element lies a number of bytes past an
+      ``align`` boundary that is no multiple of the element size.
   """
   low, count = element_span(info.shape, info.strides)
   first = info.address + low * info.dtype.itemsize
+  lead, remainder = divmod(first % align, info.dtype.itemsize)
+  if remainder:
+    raise BufferError(
+        f"from_dlpack: the tensor's data at {first:#x} cannot start a "
+        f"{align}-byte aligned vector of {info.dtype} elements.")
+  if count:  # A zero-size tensor spans nothing to read, aligned or not.
+    first -= lead * info.dtype.itemsize
+    low -= lead
+    count += lead
 
   def layout(structure: int, manager_ctx: int, deleter: int) -> bytes:
     # The one dimension is stored after the structure; NULL strides mean

@@ -1161,6 +1161,29 @@ def torch_cuda_copy_true_is_independent(from_dlpack: FromDLPack) -> str:
   return "independent"
 
 
+@_case("a torch CUDA tensor 4 bytes into its allocation (t[1:]) imports by "
+       "an aligned copy XLA computes on; copy=False raises")
+def torch_cuda_misaligned_imports(from_dlpack: FromDLPack) -> str:
+  """Fails if a computation on the import fails, or copy=False aliases.
+
+  XLA's GPU executables read parameters only at 16-byte multiples: an alias
+  of ``t[1:]`` imports, then fails its first computation (or faults the
+  GPU for every later launch).
+  """
+  gpu = _require_gpu()
+  torch = _require_torch_cuda()
+  base = torch.arange(65, dtype=torch.float32, device="cuda")
+  source = base[1:]
+  for copy in (None, True):
+    result = from_dlpack(source, copy=copy)
+    assert result.devices() == {gpu}, f"on {result.devices()}"
+    total = float(jax.numpy.sum(result + 1))
+    assert total == sum(range(2, 66)), f"computed {total}"
+  _expect_raises(lambda: from_dlpack(source, copy=False), BufferError,
+                 ValueError, mentions="16 bytes")
+  return f"copied to aligned memory on {gpu}; copy=False raises"
+
+
 @_case("strided and reversed torch CUDA tensors import by a copy on the "
        "GPU; copy=False raises")
 def torch_cuda_strided_imports(from_dlpack: FromDLPack) -> str:
@@ -1383,6 +1406,7 @@ def jax_cuda_export_stream_zero_raises(from_dlpack: FromDLPack) -> str:
 # measured on CPUs only. `--require-gpu` fails unless each passes.
 GPU_CASES = frozenset({
     "torch_cuda_tensor_shares", "torch_cuda_side_stream_is_ordered",
+    "torch_cuda_misaligned_imports",
     "torch_cuda_copy_true_is_independent", "torch_cuda_strided_imports",
     "torch_cuda_to_cpu_copies", "torch_pinned_host_imports",
     "torch_pinned_host_copy_true_is_independent",

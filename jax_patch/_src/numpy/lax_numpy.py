@@ -36,6 +36,7 @@ if TYPE_CHECKING:
                   copy: bool | None = None) -> Array:
     """The Array API standard's ``from_dlpack``: see ``array_api_from_dlpack``.
     """
+    ...
 else:
   from jax_patch._src.dlpack import array_api_from_dlpack as from_dlpack
 

@@ -60,7 +60,8 @@ def pytest_collection_modifyitems(items):
 """
 
 # Assertions of JAX's test that contradict the standard, each as the clause,
-# the test it is in and what the patch's failure says. README lists them.
+# the test it is in and what the patch's failure says. docs/jax-own-tests.md
+# lists them.
 STANDARD_CONTRADICTIONS = (
     ("from_dlpack copy=False: 'must never copy'. The case expects upstream's "
      "silent copy (64-bit input with x64 off; unaligned input up to 0.8.0)",

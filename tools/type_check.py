@@ -18,7 +18,7 @@ pytype_test, pyright_test and pyrefly_test.
 Usage: type_check.py mypy|pytype|pyright|pyrefly
 
 mypy and pytype read setup.cfg; pyright and pyrefly read pyproject.toml
-(jax_patch's own code; the README names each rule turned off there). On a
+(jax_patch's own code; docs/typing.md names each rule turned off there). On a
 Python the checker cannot run on, says why and passes.
 """
 

@@ -98,7 +98,7 @@ def with_dependencies(
   return tuple(each for each in series if each.behaviour in wanted)
 
 
-# The pull requests, in the order the README recommends sending them: the
+# The pull requests, in the order docs/upstream.md recommends sending them: the
 # stack's order.
 _PULL_REQUESTS = (
     exception_classes,

@@ -76,8 +76,8 @@ def pull_request_number(patch: series_patches.SeriesPatch) -> int:
   Its place in the whole queue, whether a target needs the pull requests
   before it or not: a number a target leaves out (one it holds already, or
   whose jaxlib range does not need it) is skipped, not reused, so that the
-  queue table of docs/upstream.md and a series written for any target, or written
-  again after some pull requests merged, name each one alike.
+  queue table of docs/upstream.md and a series written for any target, or
+  written again after some pull requests merged, name each one alike.
   """
   return _BEHAVIOURS.index(patch.behaviour) + 1
 

@@ -930,9 +930,9 @@ class MisalignedDeviceDataTest(parameterized.TestCase):
                             (1, 4, False), (13, 4, False))
   def test_only_gpu_data_off_16_bytes_is_refused_an_alias(
       self, dl_device_type: int, offset: int, refused: bool) -> None:
-    info = dlpack_capsule.inspect(
-        conformance.aligned_array((8,)).__dlpack__())._replace(
-            address=1 << 20 | offset)
+    array: Any = conformance.aligned_array((8,))  # pytype: no __dlpack__.
+    info = dlpack_capsule.inspect(array.__dlpack__())._replace(
+        address=1 << 20 | offset)
     self.enter_context(mock.patch.object(  # The real rule, not setUp's.
         dlpack, "_device_alignment", _REAL_DEVICE_ALIGNMENT))
     why = dlpack._why_xla_cannot_compute_on(info, dl_device_type)  # pylint: disable=protected-access

@@ -478,10 +478,12 @@ class UserVenvTest(parameterized.TestCase):
     output = f"{run.stdout}{run.stderr}"
     self.assertEqual(run.returncode, 0, output)
     # Configurations, import roots and search paths; not the site-packages
-    # path, which holds this venv's (jaxlib, NumPy, the checkers).
+    # path, which holds this venv's (jaxlib, NumPy, the checkers), nor a
+    # warning's (pyrefly warns of a PYTHONPATH, as Bazel sets, that it does
+    # not search).
     read_from = [pathlib.Path(path).resolve()
                  for line in output.splitlines()
-                 if not line.strip().startswith("Site package path")
+                 if not line.strip().startswith(("Site package path", "WARN"))
                  for path in re.findall(r"[`\"](/[^`\"]*)[`\"]", line)]
     self.assertNotEmpty(read_from, output)
     scratch = self.scratch.resolve()

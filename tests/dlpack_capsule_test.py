@@ -373,7 +373,7 @@ class NullDeleterTest(absltest.TestCase):
           # Byte for byte: NumPy before numpy/numpy#30879 compares
           # ml_dtypes' NaNs (float8_e8m0fnu's) as unequal.
           np.testing.assert_array_equal(
-              np.asarray(result).view(np.uint8),
+              np.ascontiguousarray(result).view(np.uint8),
               np.ascontiguousarray(expected).view(np.uint8))
           imported += 1
           del result

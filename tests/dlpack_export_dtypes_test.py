@@ -205,8 +205,9 @@ class ExportDTypesTest(parameterized.TestCase):
           self.assertEqual(back.dtype, x.dtype)
           # Byte for byte: NumPy before numpy/numpy#30879 compares ml_dtypes'
           # NaNs (0 as float8_e8m0fnu) as unequal.
-          np.testing.assert_array_equal(back.view(np.uint8),
-                                        np.asarray(x).view(np.uint8))
+          np.testing.assert_array_equal(
+              np.ascontiguousarray(back).view(np.uint8),
+              np.ascontiguousarray(x).view(np.uint8))
 
   @parameterized.named_parameters(
       (name, name) for name in ("int4", "uint4", "int2", "uint2"))

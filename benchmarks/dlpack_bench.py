@@ -300,6 +300,16 @@ def _fresh_median(make: Callable[[], Any],
   return {name: statistics.median(s) for name, s in samples.items()}
 
 
+def _transfer_row(case: str, seconds: dict[str, float], against: str,
+                  nbytes: int) -> dict[str, Any]:
+  """A row for a transfer of ``nbytes``: the patch against ``against``."""
+  what, target, _ = TARGETS[case]
+  ratio = seconds["patch"] / seconds[against]
+  return dict(case=case, seconds=seconds, ratio=ratio, compares=what,
+              target=target, met=ratio <= target, x64=_x64_mode(),
+              gb_per_s={k: nbytes / v / 1e9 for k, v in seconds.items()})
+
+
 def run_accelerator(quick: bool, accelerator: Any) -> list[dict[str, Any]]:
   """Moves between the host and ``accelerator``.
 
@@ -324,12 +334,8 @@ def run_accelerator(quick: bool, accelerator: Any) -> list[dict[str, Any]]:
         "device_put, aligned": lambda: _ready(
             jax.device_put(aligned, accelerator)),
     }, calls, repeats)
-    case = f"numpy_to_accelerator_{size}"
-    what, target, _ = TARGETS[case]
-    ratio = t["patch"] / t["device_put"]
-    rows.append(dict(case=case, seconds=t, ratio=ratio, compares=what,
-                     target=target, met=ratio <= target, x64=_x64_mode(),
-                     gb_per_s={k: nbytes / v / 1e9 for k, v in t.items()}))
+    rows.append(_transfer_row(f"numpy_to_accelerator_{size}", t,
+                              "device_put", nbytes))
 
     def fresh(n: int = nbytes) -> Any:
       return jax.device_put(np.ones(n // 4, np.float32),
@@ -338,12 +344,8 @@ def run_accelerator(quick: bool, accelerator: Any) -> list[dict[str, Any]]:
         "patch": lambda x: np.from_dlpack(x, device="cpu"),
         "np.asarray": np.asarray,
     }, repeats)
-    case = f"accelerator_to_numpy_{size}"
-    what, target, _ = TARGETS[case]
-    ratio = t["patch"] / t["np.asarray"]
-    rows.append(dict(case=case, seconds=t, ratio=ratio, compares=what,
-                     target=target, met=ratio <= target, x64=_x64_mode(),
-                     gb_per_s={k: nbytes / v / 1e9 for k, v in t.items()}))
+    rows.append(_transfer_row(f"accelerator_to_numpy_{size}", t,
+                              "np.asarray", nbytes))
   return rows
 
 

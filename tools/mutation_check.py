@@ -248,9 +248,9 @@ MUTATIONS = (
         "      capsule, requested, flags)",
         (f"{_EXPORT_TEST}::MaxVersionNegotiationTest",), fast=True),
     Mutation(
-        "cpu_export_takes_any_stream", _DLPACK,
-        "    if stream is not None and stream != -1:",
-        "    if stream is not None and stream > 0:",
+        "cpu_export_takes_any_stream", _DEVICE,
+        "  if stream is None or stream == -1:",
+        "  if stream is None or stream == -1 or dl_type == KDL_CPU:",
         (f"{_EXPORT_TEST}::CpuStreamTest",), fast=True),
     Mutation(
         "device_in_the_sharding_counts_as_placed", _DEVICE,

@@ -65,13 +65,6 @@ TYPE_CHECKED = (MATRIX[0], NEWEST)
 PYTYPE_CHECKED = (NEWEST,)
 # Run with jax_enable_x64 on as well as off: the same edges.
 BOTH_X64_MODES = TYPE_CHECKED
-# The cases of tests/series_test.py that check the series against the
-# installed JAX (minutes: each pull request alone, and the stack), which
-# the `series` session checks too, on NEWEST's sdist.
-SERIES_SESSION_CHECKS = (
-    "test_every_pull_request_applies_on_its_dependencies_alone",
-    "test_every_step_applies_imports_and_passes_its_claims",
-    "test_fully_applied_series_fails_no_case_but_those_left_undone")
 STEPS = ("tests", "tests x64", "check", "vendor", "types", "memory")
 
 # The releases on either side of each gate in jax_patch/_src/dlpack_compat.py
@@ -254,12 +247,6 @@ def matrix(session: nox.Session, jax: str, python_version: str) -> None:
       # Their outcome is the x64-off pass's (tests/x64_independence_test.py,
       # which runs in both passes, proves it of each).
       command += ["-m", "not x64_independent"]
-    if (jax, python) == NEWEST and not x64:
-      # The series session checks the same series on the same files (its
-      # sdist's jax/ is this wheel's, which it checks) with this jaxlib, and
-      # more: its JAX's own type check and lint gates, and the speed.
-      command += [f"--deselect=tests/series_test.py::InstalledJaxSeriesTest"
-                  f"::{name}" for name in SERIES_SESSION_CHECKS]
     return _run_step(session, *command, x64=x64)
 
   results = {"tests": pytest(x64=False),
@@ -311,13 +298,13 @@ def boundary(session: nox.Session, jax: str, python_version: str) -> None:
 
 @nox.session(python=_interpreter(NEWEST[1]))
 def series(session: nox.Session) -> None:
-  """The upstream patch series, applied step by step to the newest sdist.
+  """The upstream patch set's backport, applied to the newest sdist, checked.
 
-  Checked with the newest jaxlib, then with the oldest the sdist supports.
-
-  The sdist comes from the package registry, as CI cannot fetch JAX's
-  repository: it holds jax/ and pyproject.toml (so the steps run JAX's own
-  pyrefly configuration), but not JAX's tests.
+  With the newest jaxlib (and the speed), then with the oldest the sdist
+  supports. The sdist comes from the package registry, as CI cannot fetch
+  JAX's repository: it holds jax/ and pyproject.toml (so the step runs JAX's
+  own ruff and pyrefly configuration), but not JAX's tests; the checks on
+  JAX main run where its repository is (docs/upstream.md).
   """
   _install(session, NEWEST[0], "series")
   scratch = pathlib.Path(session.create_tmp())
@@ -328,20 +315,14 @@ def series(session: nox.Session) -> None:
   sdist, = scratch.glob("jax-*.tar.gz")
   session.run("tar", "-xzf", str(sdist), "-C", str(scratch), external=True)
   tree = scratch / sdist.name[:-len(".tar.gz")]
-  # The matrix's NEWEST session leaves SERIES_SESSION_CHECKS to this one:
-  # they check the installed wheel's jax/, this checks the sdist's.
   installed = session.run(
       "python", "-c", "import jax, pathlib; "
       "print(pathlib.Path(jax.__file__).parent)",
       silent=True).strip().splitlines()[-1]
+  # The sdist's jax/ is the installed wheel's: the matrix tested that one.
   session.run("diff", "-rq", "-x", "__pycache__", installed,
               str(tree / "jax"), external=True)
-  author = ("--author", "jax-patch CI <ci@jax-patch.invalid>")
-  # The merge queue, each pull request alone and timed, and the stack.
-  session.run("jax-patch", "series", "--against", str(tree), "--out",
-              str(scratch / "patches"), *author, "--check", "--speed")
-  # Again at the other end of the target's jaxlib range, where jaxlib
-  # cannot read DLPack 1.x capsules and the series converts them.
+  session.run("jax-patch", "series", "--against", str(tree), "--speed")
   minimum = session.run(
       "python", "-c", "import pathlib, sys; "
       "from jax_patch._delivery import series_tree;"
@@ -349,10 +330,8 @@ def series(session: nox.Session) -> None:
       "pathlib.Path(sys.argv[1])).min_jaxlib)))", str(tree),
       silent=True).strip().splitlines()[-1]
   session.install("--no-deps", f"jaxlib=={minimum}")
-  # Its claims and probes: JAX's lint gates and type check read the text
-  # alone and ran above.
-  session.run("jax-patch", "series", "--against", str(tree), "--out",
-              str(scratch / "patches"), *author, "--check", "--stack-only",
+  # JAX's pre-commit gates read the text alone: they ran above.
+  session.run("jax-patch", "series", "--against", str(tree),
               "--runtime-only")
 
 

@@ -15,7 +15,8 @@
 """Keeps docs/behaviour.md's map of where each behaviour lives true.
 
 A behaviour lives in up to five forms: runtime functions, conformance cases,
-tests, an upstream pull request, a jaxlib defect reported upstream. The map
+tests, an upstream pull request (its number in ``upstream/queue.json``), a
+jaxlib defect reported upstream (``upstream/reports/``). The map
 (its table under ``## Where each behaviour lives``) names them, one row per
 behaviour; each test here fails, listing what is wrong, when a name there no
 longer exists or when a case, pull request or report is missing from it.
@@ -30,17 +31,14 @@ import dataclasses  # pylint: disable=g-import-not-at-top
 import functools  # pylint: disable=g-import-not-at-top
 import importlib  # pylint: disable=g-import-not-at-top
 import pathlib  # pylint: disable=g-import-not-at-top
-import pkgutil  # pylint: disable=g-import-not-at-top
 import re  # pylint: disable=g-import-not-at-top
 from collections.abc import Callable  # pylint: disable=g-import-not-at-top
-from types import ModuleType  # pylint: disable=g-import-not-at-top
 from typing import Any  # pylint: disable=g-import-not-at-top
 
 from absl.testing import absltest
 from absl.testing import parameterized
 
-from jax_patch._delivery import series_patches
-from jax_patch._delivery import series_reports
+from jax_patch._delivery import upstream_set
 from jax_patch.testing import conformance
 
 _ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -144,26 +142,21 @@ def _case_names() -> list[str]:
 
 
 @functools.cache
-def _pull_requests() -> dict[str, ModuleType]:
-  """The series' pull requests, by module name: the modules with FORMS."""
-  modules = {}
-  for info in pkgutil.iter_modules(series_patches.__path__):
-    module = importlib.import_module(
-        f"{series_patches.__name__}.{info.name}")
-    if hasattr(module, "FORMS"):
-      modules[info.name] = module
-  return modules
+def _pull_requests() -> dict[str, str]:
+  """The queue's pull requests (upstream/queue.json), by number: titles."""
+  patch_set = upstream_set.read(upstream_set.default_root())
+  return {f"{pr.number:04d}": pr.title for pr in patch_set.pull_requests}
 
 
-def _pull_request_names(module: str) -> set[str]:
-  """What the map may call a pull request: its module, slugs, behaviour."""
-  forms = _pull_requests()[module].FORMS
-  return ({module} | {form.slug for form in forms}
-          | {form.behaviour for form in forms})
+def _pull_request_names(number: str) -> set[str]:
+  """What the map may call a pull request: its number."""
+  return {number}
 
 
 def _report_slugs() -> set[str]:
-  return {report.slug for report in series_reports.REPORTS}
+  """The reports in upstream/reports/, by number."""
+  return {path.name[:4] for path in
+          (upstream_set.default_root() / "reports").glob("*.md")}
 
 
 def _resolve(dotted: str) -> object:
@@ -293,29 +286,9 @@ def unknown_upstream(rows: tuple[_Row, ...]) -> list[str]:
   report."""
   known = _report_slugs().union(
       *(_pull_request_names(module) for module in _pull_requests()))
-  return [f"{row.where()}: {name} is no pull request in series_patches and "
-          "no report in series_reports"
+  return [f"{row.where()}: {name} is no pull request in upstream/queue.json "
+          "and no report in upstream/reports"
           for row in rows for name in row.upstream if name not in known]
-
-
-def unnamed_claims(rows: tuple[_Row, ...]) -> list[str]:
-  """Cases whose row does not name the pull request that claims them, or
-  the report that holds them back."""
-  problems = []
-  for row in rows:
-    named = set(row.upstream)
-    for case in row.cases:
-      for module in sorted(_pull_requests()):
-        forms = _pull_requests()[module].FORMS
-        if (any(case in form.claims for form in forms)
-            and not named & _pull_request_names(module)):
-          problems.append(f"{row.where()}: {case} is claimed by pull "
-                          f"request {module}, which the row does not name")
-      for report in series_reports.REPORTS:
-        if case in report.cases and report.slug not in named:
-          problems.append(f"{row.where()}: {case} is held back by report "
-                          f"{report.slug}, which the row does not name")
-  return problems
 
 
 def unmapped_upstream(rows: tuple[_Row, ...]) -> list[str]:
@@ -363,10 +336,6 @@ class BehaviourMapTest(absltest.TestCase):
 
   def test_named_pull_requests_and_reports_exist(self) -> None:
     problems = unknown_upstream(_map_rows())
-    self.assertEmpty(problems, _report(problems))
-
-  def test_a_claimed_case_is_in_a_row_naming_its_pull_request(self) -> None:
-    problems = unnamed_claims(_map_rows())
     self.assertEmpty(problems, _report(problems))
 
   def test_every_pull_request_and_report_is_mapped(self) -> None:
@@ -438,17 +407,6 @@ def _unknown_pull_request(
       "no_such_pull_request")
 
 
-def _unname_a_claim(rows: tuple[_Row, ...]) -> tuple[tuple[_Row, ...], str]:
-  module = next(module for module in sorted(_pull_requests())
-                if any(form.claims for form in _pull_requests()[module].FORMS))
-  claimed = {case for form in _pull_requests()[module].FORMS
-             for case in form.claims}
-  index = _first(rows, lambda row: bool(claimed & set(row.cases)))
-  names = _pull_request_names(module)
-  return _changed(rows, index, upstream=tuple(
-      name for name in rows[index].upstream if name not in names)), module
-
-
 def _unname_a_report(rows: tuple[_Row, ...]) -> tuple[tuple[_Row, ...], str]:
   slug = sorted(_report_slugs())[0]
   return tuple(dataclasses.replace(row, upstream=tuple(
@@ -483,8 +441,6 @@ class BrokenMapTest(parameterized.TestCase):
       ("renamed_test_method", missing_tests,
        lambda rows: _rename_test(rows, "method")),
       ("unknown_pull_request", unknown_upstream, _unknown_pull_request),
-      ("claim_in_a_row_without_its_pull_request", unnamed_claims,
-       _unname_a_claim),
       ("report_named_nowhere", unmapped_upstream, _unname_a_report),
       ("pull_request_named_nowhere", unmapped_upstream, _drop_a_pull_request),
   )

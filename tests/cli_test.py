@@ -39,17 +39,13 @@ import jax
 
 import jax_patch
 from jax_patch._delivery import cli
-from jax_patch._delivery import series_patches
-from jax_patch._delivery import series_plan
-from jax_patch._delivery import series_reports
-from jax_patch._delivery import series_tree
+from jax_patch._delivery import upstream_set
 from jax_patch._delivery import stubs
 from tests import fresh_process
 
 # Not resolve(): under Bazel the runfiles tree is the project.
 _ROOT = pathlib.Path(__file__).absolute().parents[1]
 _INSTALLED = pathlib.Path(jax.__file__).parent.parent
-_AUTHOR = "A Contributor <contributor@example.com>"
 
 
 def _run(*argv: str) -> tuple[int, str, str]:
@@ -68,7 +64,7 @@ def _fake_jax(root: pathlib.Path, version: str, minimum_jaxlib: str,
       _version = "{version}"
       _minimum_jaxlib_version = '{minimum_jaxlib}'
       """))
-  (root / series_patches.DLPACK).write_text(dlpack_source)
+  (root / "jax/_src/dlpack.py").write_text(dlpack_source)
   return root
 
 
@@ -182,24 +178,20 @@ class PathTest(_ScratchTest):
     with mock.patch.object(pathlib.Path, "write_bytes", disk_fills):
       return _run("stubs", "--out", str(out))
 
-  def test_series_out_under_a_file_is_a_usage_error(self) -> None:
+  def test_series_patches_not_a_folder_is_a_usage_error(self) -> None:
     tree = _fake_jax(self.scratch / "jax-src", "0.11.1", "0.11.0")
-    status, out, err = _run("series", "--against", str(tree), "--out",
-                            str(self.file / "series"), "--author", _AUTHOR)
+    status, out, err = _run("series", "--against", str(tree), "--patches",
+                            str(self.file))
     self.assertEqual((status, out), (2, ""), err)
-    self.assert_one_error_line(
-        "series", err, f"--out {self.file / 'series'}: not a directory")
+    self.assert_one_error_line("series", err,
+                               f"--patches {self.file}: not a directory")
 
-  def test_series_failing_removes_the_folders_it_made(self) -> None:
-    # JAX's text is not in this tree: the first patch is refused.
+  def test_series_patches_without_a_queue_is_said_in_one_line(self) -> None:
     tree = _fake_jax(self.scratch / "jax-src", "0.11.1", "0.11.0")
-    status, out, err = _run("series", "--against", str(tree), "--out",
-                            str(self.scratch / "new" / "series"),
-                            "--author", _AUTHOR)
+    status, out, err = _run("series", "--against", str(tree), "--patches",
+                            str(self.scratch))
     self.assertEqual((status, out), (1, ""), err)
-    self.assertStartsWith(err, "jax-patch series: error: patch ")
-    self.assertNotIn("Traceback", err)
-    self.assertFalse((self.scratch / "new").exists())
+    self.assert_one_error_line("series", err, "not a patch set")
 
 
 class UsageTest(_ScratchTest):
@@ -232,6 +224,10 @@ class UsageTest(_ScratchTest):
     self.assertEqual(sorted(self.scratch.iterdir()), [self.file])
 
 
+def _sigint_as_in_a_terminal() -> None:
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class InterruptTest(parameterized.TestCase):
   """Ctrl-C stops ``check`` with one line and status 130, no traceback."""
 
@@ -247,7 +243,11 @@ class InterruptTest(parameterized.TestCase):
         [sys.executable, "-m", "jax_patch", "check", *mode],
         env=fresh_process.environment(dict(os.environ, PYTHONUNBUFFERED="1")),
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True)
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+        # Started from a background job (nohup, `&` in a script), the suite
+        # inherits SIGINT ignored, and so would the command: a terminal's
+        # foreground job has it as Python expects it.
+        preexec_fn=_sigint_as_in_a_terminal)
     self.addCleanup(check_run.kill)
     assert check_run.stdout is not None
     header = check_run.stdout.readline()  # JAX is imported: the cases run.
@@ -315,28 +315,15 @@ class VersionAndHelpTest(absltest.TestCase):
     code, out = self._exit("series", "--help")
     self.assertEqual(code, 0)
     text = " ".join(out.split())
-    for says in ("queue of single-commit pull requests",
-                 "the pull requests it declares it needs",
-                 "DIR/stack/", "keeps its number on every target",
-                 "merge queue", "each pull request alone",
-                 "the stack, step by step"):
+    for says in ("queue.json", "git format-patch", "stack.patch",
+                 "never to JAX_SRC itself", "git am -3", "backport",
+                 "by file and hunk", "merge queue", "left-undone.json",
+                 "--alone"):
       self.assertIn(says, text)
-    self.assertNotIn("one by one", text)  # The chain it no longer is.
 
 
-# The targets the queue table in docs/upstream.md gives numbers for: JAX
-# main, and the 0.12.0.1 release (jaxlib 0.11.2 to 0.12, which asks for
-# DLPack 1.x).
-_TARGETS = {
-    "main": ("0.11.1", "0.11.0", ""),
-    "0.12.0.1": ("0.12.0.1", "0.11.2",
-                 "x.__dlpack__(max_version=DLPACK_VERSION)\n"),
-}
-
-
-def _readme_queue() -> dict[int, tuple[list[int], str]]:
-  """The queue table in docs/upstream.md: each row's number, its "after"
-  column and the rest of the row."""
+def _readme_queue() -> dict[int, list[int]]:
+  """The queue table in docs/upstream.md: each row's number and "after"."""
   readme = (_ROOT / "docs" / "upstream.md").read_text()
   section = readme[readme.index("## The upstream queue"):]
   section = section[:section.index("\n## ", 1)]
@@ -345,103 +332,27 @@ def _readme_queue() -> dict[int, tuple[list[int], str]]:
   for line in section.splitlines():
     cells = [cell.strip() for cell in line.strip("|").split("|")]
     if re.fullmatch(r"\d{4}", cells[0]):
-      after = [int(each) for each in re.findall(r"\d{4}", cells[1])]
-      rows[int(cells[0])] = (after, " | ".join(cells[2:]))
+      rows[int(cells[0])] = [int(each) for each in re.findall(r"\d{4}",
+                                                              cells[1])]
   return rows
 
 
-class NumberingTest(_ScratchTest):
-  """A pull request has one number, on every target: docs/upstream.md's."""
+class QueueTableTest(absltest.TestCase):
+  """docs/upstream.md's table is upstream/queue.json, numbers and "after"."""
 
-  def target(self, name: str) -> series_tree.Target:
-    return series_tree.read_target(
-        _fake_jax(self.scratch / name, *_TARGETS[name]))
+  def test_the_table_is_the_queue(self) -> None:
+    patch_set = upstream_set.read(upstream_set.default_root())
+    self.assertEqual(_readme_queue(),
+                     {pr.number: list(pr.depends_on)
+                      for pr in patch_set.pull_requests})
 
-  def test_the_readme_table_has_every_pull_request_once(self) -> None:
-    numbers = sorted({series_plan.pull_request_number(patch)
-                      for patch in series_patches.SERIES})
-    self.assertEqual(sorted(_readme_queue()), numbers)
-    self.assertEqual(numbers, list(range(1, len(numbers) + 1)))
-
-  def test_the_readme_lists_every_report_by_its_number(self) -> None:
+  def test_the_table_lists_every_report(self) -> None:
     readme = (_ROOT / "docs" / "upstream.md").read_text()
-    rows = re.findall(r"^\| (\d{4}) \| `([a-z0-9-]+)`: ", readme, re.MULTILINE)
-    self.assertEqual(
-        rows, [(f"{series_plan.report_number(report):04d}", report.slug)
-               for report in series_reports.REPORTS])
-
-  @parameterized.parameters(*_TARGETS)
-  def test_each_target_numbers_its_pull_requests_as_the_readme(
-      self, name: str) -> None:
-    target = self.target(name)
-    readme = {number: after for number, (after, rest)
-              in _readme_queue().items()
-              if f"not in {name}'s series" not in rest}
-    self.assertEqual(series_plan.dependency_numbers(target), readme)
-    self.assertEqual(
-        [number for number, _, _ in series_plan.left_out(target)],
-        sorted(set(_readme_queue()) - set(readme)))
-
-  def test_the_release_leaves_out_a_number_and_says_why(self) -> None:
-    target = self.target("0.12.0.1")
-    left = series_plan.left_out(target)
-    self.assertLen(left, 1)
-    number, subject, why = left[0]
-    self.assertIn("non-row-major", subject)
-    self.assertEqual(why, "not needed for its jaxlib range")
-    self.assertNotIn(number, series_plan.dependency_numbers(target))
-    self.assertIn(number + 1, series_plan.dependency_numbers(target))
-
-  def test_a_merged_pull_request_keeps_the_numbers_of_the_rest(self) -> None:
-    target = self.target("main")
-    first = series_plan.patches_for(target)[0]
-    for edit in first.edits:  # The tree now holds the text it writes.
-      with (target.root / edit.path).open("a") as merged_file:
-        merged_file.write(edit.new)
-    merged = series_tree.read_target(target.root)
-    left = series_plan.left_out(merged)
-    self.assertEqual(left[0], (1, first.subject, "already in the target"))
-    # Main's every jaxlib has the non-row-major defect: the report instead.
-    self.assertEqual([(number, why.split(":")[0]) for number, _, why in left[1:]],
-                     [(15, "every jaxlib of its range has the defect")])
-    numbers = series_plan.dependency_numbers(merged)
-    self.assertEqual(sorted(numbers), [*range(2, 15), 16, 17])
-    # 0004 raised 0001's class: now on main, it needs nothing.
-    self.assertEqual(numbers[4], [])
-    # 0006 called 0002's check, which is not merged: it still needs it.
-    self.assertEqual(numbers[6], [2])
-    self.assertEqual(numbers[17], [])
-
-
-def _installed_is_a_target() -> bool:
-  try:
-    series_tree.read_target(_INSTALLED)
-  except series_tree.SeriesError:
-    return False
-  return True
-
-
-@absltest.skipIf(
-    not _installed_is_a_target(),
-    "writes the series for the installed JAX, where that is one the series "
-    "is for (jaxlib 0.11 on: the version matrix's 0.12.0.1)")
-class InstalledJaxNumberingTest(_ScratchTest):
-  """The files ``series`` writes for the installed JAX, numbered as the
-  table in docs/upstream.md."""
-
-  def test_written_files_carry_the_readme_numbers(self) -> None:
-    out = self.scratch / "series"
-    status, stdout, err = _run("series", "--against", str(_INSTALLED),
-                               "--out", str(out), "--author", _AUTHOR)
-    self.assertEqual(status, 0, err)
-    target = series_tree.read_target(_INSTALLED)
-    expected = sorted(series_plan.dependency_numbers(target))
-    for folder in (out, out / "stack"):
-      self.assertEqual(
-          [int(path.name[:4]) for path in sorted(folder.glob("*.patch"))],
-          expected)
-    for number, subject, why in series_plan.left_out(target):
-      self.assertIn(f"left out {number:04d} ({why}): {subject}\n", stdout)
+    rows = re.findall(r"^\| (\d{4}) \| ", readme[readme.index(
+        "\n| report |"):], re.MULTILINE)
+    reports = sorted(path.name[:4] for path in (
+        upstream_set.default_root() / "reports").glob("*.md"))
+    self.assertEqual(rows, reports)
 
 
 if __name__ == "__main__":

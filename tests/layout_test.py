@@ -18,19 +18,15 @@ what delivers it, and one module per upstream pull request."""
 import ast
 from collections.abc import Callable
 import pathlib
-import pkgutil
 import re
 import tempfile
 
 from absl.testing import absltest
 
-from jax_patch._delivery import series_patches
+from jax_patch._delivery import upstream_set
 from jax_patch._delivery import vendor
 
 _PACKAGE = pathlib.Path(__file__).absolute().parents[1] / "jax_patch"
-_SERIES_PACKAGE = _PACKAGE / "_delivery" / "series_patches"
-# The modules of series_patches that are not a pull request.
-_SHARED = {"base"}
 # What only test code imports: ours, and the frameworks it runs on.
 _TEST_CODE = ("jax_patch.testing", "tests", "unittest", "absl.testing",
               "pytest", "hypothesis")
@@ -154,41 +150,32 @@ class BazelTest(absltest.TestCase):
             "*_test.py")))
 
 
-class PullRequestModulesTest(absltest.TestCase):
+def _string_constants(path: pathlib.Path) -> list[str]:
+  return [node.value for node in ast.walk(ast.parse(path.read_text()))
+          if isinstance(node, ast.Constant) and isinstance(node.value, str)]
 
-  def _pull_request_modules(self) -> dict[str, object]:
-    names = sorted(info.name for info in pkgutil.iter_modules(
-        [str(_SERIES_PACKAGE)]) if info.name not in _SHARED)
-    self.assertNotEmpty(names)
-    return {name: getattr(series_patches, name) for name in names}
 
-  def test_each_pull_request_is_one_module(self) -> None:
-    owners: dict[str, list[str]] = {}
-    for name, module in self._pull_request_modules().items():
-      forms = getattr(module, "FORMS")
-      self.assertNotEmpty(forms, name)
-      self.assertLen({form.behaviour for form in forms}, 1, name)
-      owners.setdefault(forms[0].behaviour, []).append(name)
-    self.assertEqual(
-        owners, {patch.behaviour: owners.get(patch.behaviour, ["(none)"])[:1]
-                 for patch in series_patches.SERIES})
+class PatchFilesTest(absltest.TestCase):
+  """The upstream pull requests are files (upstream/), not generated."""
 
-  def test_the_series_is_every_form_of_every_module(self) -> None:
-    forms = [form for module in self._pull_request_modules().values()
-             for form in getattr(module, "FORMS")]
-    self.assertCountEqual(series_patches.SERIES, forms)
-
-  def test_each_module_states_its_changelog_entry(self) -> None:
-    for name, module in self._pull_request_modules().items():
-      with self.subTest(name):
-        section, item = getattr(module, "CHANGELOG")
-        # JAX's CHANGELOG.md sections.
-        self.assertIn(section, ("Changes", "Bug fixes", "New features",
-                                "Deprecations", "Breaking changes"))
-        self.assertTrue(item.strip())
-        for form in getattr(module, "FORMS"):
-          self.assertIn(" ".join(item.split()[:6]),
-                        " ".join(series_patches.changelog(form).split()))
+  def test_no_python_string_carries_the_queues_code(self) -> None:
+    patch_set = upstream_set.read(upstream_set.default_root())
+    added = set()
+    for pr in patch_set.pull_requests:
+      file = ""
+      for line in pr.text().splitlines():
+        if line.startswith("diff --git a/"):
+          file = line.split()[2][2:]
+        elif (line.startswith("+") and not line.startswith("+++")
+              and file.startswith(("jax/", "jaxlib/"))
+              and len(line.strip()) > 30):
+          added.add(line[1:].strip())
+    self.assertNotEmpty(added)
+    for path in sorted(_PACKAGE.rglob("*.py")):
+      for text in _string_constants(path):
+        found = [line for line in added if line in text]
+        self.assertEmpty(found, f"{path.relative_to(_PACKAGE.parent)} "
+                         "holds code of an upstream pull request")
 
 
 if __name__ == "__main__":

@@ -18,10 +18,9 @@
 installed or vendored. This package writes them into a JAX tree and takes
 them out (``vendor``), sets our declarations in JAX's own files
 (``source_patch``, ``stubs``), corrects JAX's DLPack test where it
-contradicts the standard (``jax_test_corrections``), prepares the upstream
-pull requests (``series``, the command, over one module per job:
-``series_tree``, ``series_plan``, ``series_write``, ``series_check`` and
-the rest; one file per pull request in ``series_patches``), runs the
+contradicts the standard (``jax_test_corrections``), applies and checks the upstream pull
+requests, which are files in ``upstream/`` (``series``, the command, over
+``upstream_set``, ``series_tree``, ``series_check`` and the rest), runs the
 conformance cases (``check``) and the command line (``cli``). Nothing in
 ``jax_patch/_src`` imports it.
 """

@@ -185,19 +185,19 @@ def _diff_command(args: argparse.Namespace) -> int:
 def _series_command(args: argparse.Namespace) -> int:
   from jax_patch._delivery import series  # pylint: disable=g-import-not-at-top
   from jax_patch._delivery import series_tree  # pylint: disable=g-import-not-at-top
+  from jax_patch._delivery import upstream_set  # pylint: disable=g-import-not-at-top
   root = _directory(args.against, "--against")
-  out = _output_directory(args.out, "--out")
+  patches = (_directory(args.patches, "--patches") if args.patches
+             else upstream_set.default_root())
   try:
-    target, patches = series.write(root, out, args.author)
-  except (series_tree.SeriesError, OSError) as err:
+    patch_set = upstream_set.read(patches)
+    return series.check(root, patch_set, python=args.python,
+                        interop_test=args.interop_test, alone=args.alone,
+                        speed=args.speed, gates=not args.runtime_only)
+  except (series_tree.SeriesError, upstream_set.PatchSetError,
+          OSError) as err:
     _error("series", err)
     return 1
-  if not args.check:
-    return 0
-  return series.check(target, out, patches, python=args.python,
-                      interop_test=args.interop_test,
-                      stack_only=args.stack_only,
-                      runtime_only=args.runtime_only, speed=args.speed)
 
 
 def _add_stubs_parser(commands: Any) -> argparse.ArgumentParser:
@@ -332,22 +332,17 @@ def version() -> str:
 
 
 _SERIES_DESCRIPTION = """\
-Writes the fix as a queue of single-commit pull requests for JAX itself
-(a JAX tree whose minimum jaxlib is 0.11 or later), one behaviour each, to
-send one at a time in their order: DIR/NNNN-*.patch (git format-patch),
-each cut against JAX_SRC plus the pull requests it declares it needs and
-nothing else, adding its entry to JAX's CHANGELOG.md (a stand-in where
-JAX_SRC has none, as a release's sdist), with its description
-(NNNN-*.description.md) beside it; DIR/stack/ holds the same commits
-made one on another, what JAX_SRC becomes as they all merge. A pull
-request keeps its number on every target: one the target already holds,
-or whose jaxlib range does not need it, is reported as left out. With
---check, it then checks the merge queue (each pull request's branch
-merged in order into JAX_SRC, the later of two rebased where they
-conflict only in CHANGELOG.md, giving the stack's tree), each pull
-request alone (on a copy of JAX_SRC after its dependencies' commits only:
-it applies, JAX imports, its cases pass, the type check and JAX's
-pre-commit gates pass; with --speed, timed), and the stack, step by step.
+Applies the upstream patch set (PATCHES: queue.json, NNNN-*.patch from git
+format-patch, stack.patch, backports/, reports/) to a scratch copy of
+JAX_SRC with git, never to JAX_SRC itself, and checks it. On JAX main each
+pull request is a step (git am -3, its CHANGELOG.md entry placed last in its
+section); on a release with a backport (backports/jax-VERSION.patch) that
+is the one step; a patch that does not apply is reported by file and hunk.
+After each step: JAX imports and JAX's pre-commit gates pass (ruff, pyrefly,
+the hooks); then the merge queue (the pull requests in order give
+stack.patch's tree), the conformance cases (but those in
+left-undone.json) and the reports' reproducers on the unpatched tree. The
+last line is `N passed, N failed`.
 """
 
 
@@ -401,48 +396,35 @@ def main(argv: Sequence[str] | None = None) -> int:
       help="diff anyway: against a JAX outside the tested range, or files "
       "with local changes")
   series_parser = commands.add_parser(
-      "series", help="write the fix as a queue of single-commit pull "
-      "requests for JAX (jaxlib 0.11 on), one behaviour each; with --check, "
-      "check them alone, as a merge queue and as a stack",
+      "series", help="apply the upstream patch set (upstream/) to a JAX "
+      "tree's scratch copy with git and check it: step by step, as a merge "
+      "queue, each pull request alone, and its cases",
       description=_SERIES_DESCRIPTION)
   series_parser.add_argument("--against", metavar="JAX_SRC", required=True,
                              help="the JAX tree: a checkout or an sdist")
   series_parser.add_argument(
-      "--out", metavar="DIR", default="series",
-      help="where the pull requests go (default: series)")
-  series_parser.add_argument(
-      "--author", metavar="'NAME <EMAIL>'",
-      help="the patches' author and committer (default: git config "
-      "user.name and user.email, as read in JAX_SRC)")
-  series_parser.add_argument(
-      "--check", action="store_true",
-      help="then check them in scratch copies of JAX_SRC: as a merge "
-      "queue, each alone on its dependencies, and the stack step by step "
-      "(each imports, type-checks, passes JAX's pre-commit gates and its "
-      "cases)")
+      "--patches", metavar="PATCHES",
+      help="the patch set (default: upstream/ in jax-patch's checkout)")
   series_parser.add_argument(
       "--python", default=sys.executable,
-      help="with --check, the interpreter to check with: one with a jaxlib "
-      "JAX_SRC accepts and its type checker (default: this one)")
+      help="the interpreter to check with: one with a jaxlib JAX_SRC "
+      "accepts, ruff and pyrefly (default: this one)")
   series_parser.add_argument(
       "--interop-test", action="store_true",
-      help="with --check, also run JAX_SRC's DLPack test on each pull "
-      "request alone and at every step of the stack")
+      help="also run JAX_SRC's DLPack test after each step")
   series_parser.add_argument(
-      "--stack-only", action="store_true",
-      help="with --check, check only the stack, not the merge queue or each "
-      "pull request alone (as on a second jaxlib, once they were)")
+      "--alone", action="store_true",
+      help="also check each pull request on JAX_SRC plus its dependencies "
+      "only: plain git am applies it, the DLPack test passes, its new tests "
+      "fail without its change (a tree with JAX's tests)")
   series_parser.add_argument(
       "--runtime-only", action="store_true",
-      help="with --check, leave out JAX's pre-commit gates and the type "
-      "check, which read the text alone (JAX runs them once per commit, in "
-      "an environment of their own): for a second check at another jaxlib, "
-      "once the first passed")
+      help="leave out JAX's pre-commit gates, which read the text alone: "
+      "for a second check at another jaxlib, once the first passed")
   series_parser.add_argument(
       "--speed", action="store_true",
-      help="with --check, also time each pull request's import and export "
-      "of small arrays against the tree it is cut on (JAX_SRC plus its "
-      "dependencies), back to back (minutes; wants a quiet machine)")
+      help="also time the import and export of small arrays with the whole "
+      "queue against JAX_SRC, back to back (minutes; wants a quiet machine)")
   stubs_parser = _add_stubs_parser(commands)
   args = _parse(argv, parser, {
       "check": check_parser, "vendor": vendor_parser, "diff": diff_parser,

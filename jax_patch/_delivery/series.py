@@ -12,201 +12,185 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""``jax-patch series``: writes the upstream pull requests, then checks them.
+"""``jax-patch series``: applies the patch files to a JAX tree and checks them.
 
-The command's two halves, as ``cli`` calls them: :func:`write` writes the
-series for a JAX tree and says what it wrote; :func:`check` runs every
-check on it and prints what each found. The work is done by one module per
-job:
+The patch set is files (``upstream/``, read by ``upstream_set``); git
+applies them (``series_tree``) to a scratch copy of the target, never to
+the target itself, and nothing here writes JAX code. On a tree that holds
+what the queue was cut on (JAX main) each pull request is a step of the
+stack, ``git am -3`` with its CHANGELOG.md entry placed as a maintainer
+merges it; on a release that has its backport
+(``upstream/backports/jax-VERSION.patch``, carried there by git) the
+backport is the one step; elsewhere the pull requests are applied in order
+and the first that conflicts is reported by file and hunk.
 
-* ``series_tree``: the target (a JAX tree) and its scratch git copies;
-* ``series_plan``: which pull requests and reports a target gets, and
-  their numbers;
-* ``series_write``: the pull requests' files, their queue, the reports;
-* ``series_check``: the stack step by step, each pull request alone, the
-  reports' reproducers; with ``series_gates`` (JAX's pre-commit gates and
-  type check) and ``series_runs`` (the cases, probes and tests run on a
-  tree);
-* ``series_merge_queue``: the pull requests merged in order;
-* ``series_speed``: their import and export times, and the stack's.
+After each step ``series_check`` checks the tree; then the merge queue,
+each pull request alone (``--alone``), the conformance cases, the
+reports' reproducers and (``--speed``) the stack's speed. The last line is
+``N passed, N failed``.
 """
 
 from __future__ import annotations
 
-from concurrent import futures
-import dataclasses
-import json
+from collections.abc import Callable, Iterator
+import contextlib
+import functools
 import pathlib
-import shutil
+import tempfile
 import textwrap
 
 from jax_patch._delivery import series_check
-from jax_patch._delivery import series_merge_queue
-from jax_patch._delivery import series_plan
+from jax_patch._delivery import series_gates
 from jax_patch._delivery import series_speed
 from jax_patch._delivery import series_tree
-from jax_patch._delivery import series_write
+from jax_patch._delivery import upstream_set
 
 
-def write(root: pathlib.Path, out: pathlib.Path, author: str | None
-          ) -> tuple[series_tree.Target, list[pathlib.Path]]:
-  """Writes the series for the JAX tree ``root`` into ``out``, saying so.
-
-  Args:
-    root: the JAX tree (``series_tree.read_target``).
-    out: where the files go; made if need be.
-    author: ``"Name <email>"``, or ``None`` for git's config
-      (``series_tree.author_from``).
-
-  Returns:
-    The target, and its pull requests' patch files, in order.
-
-  Raises:
-    series_tree.SeriesError: the series cannot be written for ``root``.
-    OSError: ``out`` cannot be written.
-  """
-  target = series_tree.read_target(root)
-  patches = _write_series(target, out,
-                          series_tree.author_from(author, root))
-  for number, subject, why in series_plan.left_out(target):
-    print(f"left out {number:04d} ({why}): {subject}")
-  print(f"wrote {len(patches)} patches for JAX {target.jax_version} "
-        f"(jaxlib >= {'.'.join(map(str, target.min_jaxlib))}) into {out}")
-  for patch in patches:
-    print(f"  {patch.name}")
-  print(f"  {series_write.QUEUE} (the order to send them in, and what each "
-        "goes on after)")
-  for report in series_write.report_files(out):
-    print(f"  {report.name} (a jaxlib defect, for JAX's issue tracker)")
-  return target, patches
-
-
-def check(target: series_tree.Target, out: pathlib.Path,
-          patches: list[pathlib.Path], python: str,
-          interop_test: bool = False, stack_only: bool = False,
-          runtime_only: bool = False, speed: bool = False) -> int:
-  """Checks the series :func:`write` wrote into ``out``, printing each check.
+def check(root: pathlib.Path, patch_set: upstream_set.PatchSet, python: str,
+          interop_test: bool = False, alone: bool = False,
+          speed: bool = False, gates: bool = True) -> int:
+  """Applies ``patch_set`` to a scratch copy of ``root`` and checks it.
 
   Args:
-    target: the JAX tree it was written for.
-    out: where it was written.
-    patches: the pull requests' patch files, as :func:`write` returns them.
-    python: the interpreter to check with (``series_check.check_series``).
-    interop_test: also run the target's DLPack test.
-    stack_only: check only the stack, not the merge queue or each pull
-      request alone.
-    runtime_only: leave out JAX's pre-commit gates and the type check.
-    speed: also time each pull request, and the whole stack.
+    root: the JAX tree: a checkout or a release's sdist.
+    patch_set: the files (``upstream_set.read``).
+    python: the interpreter to check with, with a jaxlib ``root`` accepts.
+    interop_test: run the tree's DLPack test after each step.
+    alone: also check each pull request on the target and its
+      dependencies only (a tree with JAX's tests).
+    speed: also time the stack against the target.
+    gates: run JAX's pre-commit gates after each step.
 
   Returns:
     0 when every check passes, 1 otherwise.
+
+  Raises:
+    series_tree.SeriesError: ``root`` is no JAX tree the series is for.
   """
-  conflicts: dict[str, list[str]] = {}
-  alone: list[series_check.StepResult] = []
-  stack = series_write.stack_files(out)
-  # The stack and the pull requests alone are checked side by side, each
-  # in a scratch tree of its own (their processes take both cores); the
-  # pull requests are timed once the stack is done.
-  with futures.ThreadPoolExecutor(max_workers=1) as beside:
-    stacked = beside.submit(series_check.check_series, target, stack,
-                            python=python, interop_test=interop_test,
-                            gates=not runtime_only)
-    if not stack_only:
-      queue = series_merge_queue.merge_queue(target)
-      conflicts = queue.conflicts
-      for subject, files in queue.rebased.items():
-        print(f"merge queue: rebased, as its merge conflicted in "
-              f"{', '.join(files)}: {subject}")
-      for subject, files in conflicts.items():
-        print(f"merge queue: FAILED: {subject} conflicts in "
-              f"{', '.join(files)}")
-      if not conflicts:
-        print(f"merge queue: ok: the {len(patches)} pull requests merge in "
-              "order, the later rebased where a merge conflicts, into the "
-              "stack's tree")
-      alone = series_check.check_alone(target, patches, python=python,
-                                       interop_test=interop_test,
-                                       speed=speed, quiet=stacked.result)
-      _print_steps("pull request", alone,
-                   series_plan.dependency_numbers(target))
-    results = stacked.result()
-  _print_steps("stack step", results, {})
-  # With --speed, the whole stack against the base: one check more.
-  speed_checks, stack_slow = 0, False
-  if speed and not stack_only:
-    whole = series_speed.stack_speed(target, python=python)
-    _print_stack_speed(whole)
-    speed_checks, stack_slow = 1, bool(whole.slow)
-  reports = series_check.check_reports(target, python=python)
-  _print_reports(reports)
-  queue_checks = 0 if stack_only else 1
-  failed = (sum(not step.ok for step in alone + results) + bool(conflicts)
-            + queue_checks * len(patches) - len(alone)
-            + len(stack) - len(results)
-            + sum(not report.ok for report in reports)
-            + stack_slow)
-  checks = (queue_checks + speed_checks + len(alone) + len(results)
-            + len(reports))
-  print(f"{checks - failed} passed, {failed} failed")
-  return 1 if failed else 0
+  target = series_tree.read_target(root)
+  touched = sorted({name for pr in patch_set.pull_requests
+                    for name in upstream_set.touched_files(pr.patch)})
+  checks: list[series_check.Check] = []
+  with tempfile.TemporaryDirectory() as scratch_dir:
+    scratch = pathlib.Path(scratch_dir)
+    repo = series_tree.scratch_repo(target, scratch, touched)
+    left_out = series_tree.absent(repo, touched)
+    if left_out:
+      print(f"left out, as JAX {target.jax_version}'s tree has no such "
+            f"files: {', '.join(left_out)}")
+    base = series_tree.git(repo, "rev-parse", "HEAD").strip()
+    with _worktree(repo, scratch / "base", base) as unpatched:
+      for reproducer in patch_set.reproducers:
+        checks.append(_said(series_check.check_reproducer(
+            reproducer, unpatched, python)))
+    base_errors = series_check.base_findings(repo, python, gates)
+    backport = patch_set.backport(target.jax_version)
+    applied_all = True
+    if backport:
+      applied_all = _apply_backport(backport, target, repo, python,
+                                    base_errors, gates, interop_test, checks)
+    for pr in () if backport else patch_set.pull_requests:
+      with _worktree(repo, scratch / f"pr-{pr.number:04d}", base) as tree:
+        # Cut as a reviewer takes it first: its commits also hold the
+        # blobs the stack's three-way apply needs.
+        conflicts = series_check.apply_alone(pr, patch_set, tree, left_out)
+        if not conflicts:
+          conflicts = _step(f"step {pr.number:04d}", pr.title, pr.patch,
+                            functools.partial(series_tree.apply_pull_request,
+                                              repo, pr, left_out),
+                            repo, python, left_out, base_errors, gates,
+                            interop_test, checks)
+        else:
+          checks.append(_said(series_check.Check(
+              f"pull request {pr.number:04d}", False,
+              f"{pr.title}: does not apply on its dependencies to JAX "
+              f"{target.jax_version}", "\n".join(map(str, conflicts)))))
+        if conflicts:
+          applied_all = False
+          break
+        if alone and not left_out:
+          checks.append(_said(series_check.check_alone(pr, tree, python)))
+    if not applied_all:
+      return _summary(checks)
+    if not backport:
+      checks.append(_said(series_check.check_merge_queue(
+          repo, base, patch_set, left_out)))
+    checks.append(_said(series_check.check_conformance(
+        repo, python, patch_set.left_undone)))
+    if speed:
+      with _worktree(repo, scratch / "unpatched", base) as unpatched:
+        checks.append(_said(_stack_speed(unpatched, repo, python)))
+  return _summary(checks)
 
 
-def _write_series(target: series_tree.Target, out: pathlib.Path,
-                  author: tuple[str, str]) -> list[pathlib.Path]:
-  """Writes the series as ``series_write.write_series`` does, or nothing.
+def _step(name: str, title: str, patch: pathlib.Path,
+          apply: Callable[[], list[series_tree.Conflict]],
+          repo: pathlib.Path, python: str, left_out: list[str],
+          base_errors: series_check.Findings | None, gates: bool,
+          interop_test: bool, checks: list[series_check.Check]
+          ) -> list[series_tree.Conflict]:
+  """Applies one step of the stack and checks the tree after it."""
+  changed = [name_ for name_ in upstream_set.touched_files(patch)
+             if name_ not in left_out]
+  ruff_before = (series_gates.ruff_findings(repo, python, changed)
+                 if gates else series_check.Findings())
+  conflicts = apply()
+  if conflicts:
+    checks.append(_said(series_check.Check(
+        name, False, f"{title}: does not apply to the stack",
+        "\n".join(map(str, conflicts)))))
+    return conflicts
+  checks.append(_said(series_check.check_step(
+      name, title, repo, python, changed, ruff_before, base_errors, gates,
+      interop_test)))
+  return []
 
-  Where it fails, the folders it made for ``out`` go too.
-  """
-  made = next((each for each in reversed((out, *out.parents))
-               if not each.exists()), None)
+
+def _apply_backport(backport: pathlib.Path, target: series_tree.Target,
+                    repo: pathlib.Path, python: str,
+                    base_errors: series_check.Findings | None, gates: bool,
+                    interop_test: bool,
+                    checks: list[series_check.Check]) -> bool:
+  """The backport as the one step: whether it applied."""
+  left_out = series_tree.absent(repo, upstream_set.touched_files(backport))
+  return not _step(
+      f"backport {backport.name}",
+      f"the whole queue, carried onto JAX {target.jax_version}", backport,
+      lambda: series_tree.apply_diff(repo, backport, left_out, backport.name),
+      repo, python, left_out, base_errors, gates, interop_test, checks)
+
+
+@contextlib.contextmanager
+def _worktree(repo: pathlib.Path, path: pathlib.Path,
+              commit: str) -> Iterator[pathlib.Path]:
+  series_tree.git(repo, "worktree", "add", "-q", "--detach", str(path),
+                  commit)
   try:
-    return series_write.write_series(target, out, author)
-  except BaseException:
-    if made is not None:
-      shutil.rmtree(made, ignore_errors=True)
-    raise
+    yield path
+  finally:
+    series_tree.git(repo, "worktree", "remove", "--force", str(path))
 
 
-def _print_reports(reports: list[series_check.ReportResult]) -> None:
-  """Prints what each report's reproducer found with the installed jaxlib.
-
-  Whether the installed jaxlib has the defect, and whether that is what the
-  report says of it.
-  """
-  for report in reports:
-    said = {"reproduces": "reproduces",
-            "fixed": "fixed in this jaxlib"}.get(report.result, "did not run")
-    verdict = f"FAILED ({report.problem})" if report.problem else "ok"
-    print(f"report {report.number:04d}: {verdict}: {said}: {report.title}")
-    if report.problem:
-      print(textwrap.indent(report.detail, "    "))
-
-
-def _print_stack_speed(whole: series_speed.StackSpeed) -> None:
-  """The whole stack's times against its base's, and the targets."""
+def _stack_speed(base: pathlib.Path, repo: pathlib.Path,
+                 python: str) -> series_check.Check:
+  whole = series_speed.stack_speed(base, repo, python)
   readings = ", ".join(
       f"{name} {whole.speed['base ' + name]:.1f} -> {whole.speed[name]:.1f} "
       f"us ({whole.ratio(name):.2f}x, target {target}x)"
       for name, target in series_speed.STACK_SPEED_TARGETS.items())
-  verdict = f"FAILED ({whole.slow})" if whole.slow else "ok"
-  print(f"stack speed: {verdict}: every pull request against the base: "
-        f"{readings}")
+  return series_check.Check("stack speed", not whole.slow,
+                            f"against the target: {readings}", whole.slow)
 
 
-def _print_steps(kind: str, results: list[series_check.StepResult],
-                 dependencies: dict[int, list[int]]) -> None:
-  for step in results:
-    after = dependencies.get(step.index)
-    on = (f" (after {', '.join(f'{each:04d}' for each in after)})"
-          if after else "")
-    interop = (f" (DLPack test: {step.interop_test})" if step.interop_test
-               else "")
-    if step.speed:
-      interop += " (speed: " + ", ".join(
-          f"{name} {step.speed['base ' + name]:.1f} -> "
-          f"{step.speed[name]:.1f} us" for name in ("import", "export")) + ")"
-    print(f"{kind} {step.index:04d}{on}: {'ok' if step.ok else 'FAILED'}: "
-          f"{step.subject}{interop}")
-    if not step.ok:
-      print(textwrap.indent(json.dumps(dataclasses.asdict(step), indent=1),
-                            "    "))
+def _said(result: series_check.Check) -> series_check.Check:
+  print(f"{result.name}: {'ok' if result.ok else 'FAILED'}: {result.summary}",
+        flush=True)
+  if result.detail:
+    print(textwrap.indent(result.detail, "    "), flush=True)
+  return result
+
+
+def _summary(checks: list[series_check.Check]) -> int:
+  failed = sum(not each.ok for each in checks)
+  print(f"{len(checks) - failed} passed, {failed} failed")
+  return 1 if failed else 0

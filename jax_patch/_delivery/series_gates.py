@@ -12,83 +12,41 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""JAX's pre-commit gates and type check, as the series' checks run them.
+"""JAX's pre-commit gates, as the series' checks run them.
 
-On the files a patch touches: the target's own type checker (pyrefly or
-mypy, as its ``pyproject.toml`` configures; :func:`type_check`, with the
-patch's typing probe), JAX's pre-commit hooks and ruff (:func:`lint`); and
-pyrefly over the whole tree, with no error the base lacks
-(:func:`pyrefly_errors`).
+After each step, on the files it touched: JAX's pre-commit hooks
+(check-ast, end-of-file-fixer, trailing-whitespace, debug-statements) and
+ruff with the tree's own configuration; and pyrefly over the whole tree,
+as JAX's pre-commit runs it, with no error the base lacks (:func:`lint`).
 """
 
 from __future__ import annotations
 
-import ast
 import collections
 import json
 import pathlib
 import shutil
 
-from jax_patch._delivery import series_patches
 from jax_patch._delivery import series_tree
-
-def write_probe(repo: pathlib.Path, patch: series_patches.SeriesPatch) -> str:
-  """Writes ``patch``'s typing probe where the target's checker looks."""
-  # Inside jax/, which JAX's pyrefly configuration includes; not committed.
-  path = f"jax/_jax_patch_probe_{patch.slug.replace('-', '_')}.py"
-  (repo / path).write_text(patch.typing_probe)
-  return path
-
-
-def type_checker(repo: pathlib.Path, python: str) -> list[str]:
-  """The target's own type checker, as ``python`` arguments; [] if none."""
-  config = (repo / "pyproject.toml").read_text() if (
-      repo / "pyproject.toml").is_file() else ""
-  if "[tool.pyrefly]" in config:
-    # Told the interpreter: by default it asks the first python on PATH.
-    return ["-m", "pyrefly", "check", "--python-interpreter-path",
-            _interpreter_path(python)]
-  if "[tool.mypy]" in config:
-    return ["-m", "mypy", "--config-file", "pyproject.toml"]
-  return []
-
-
-def type_check(repo: pathlib.Path, python: str, checker: list[str],
-               files: list[str]) -> str:
-  """``checker`` (:func:`type_checker`) on ``files``: "ok", or its report."""
-  if not files or not checker:
-    return "ok"  # Nothing touched, or the target configures no checker.
-  done = series_tree.run(repo, python, *checker, *files)
-  if done.returncode:
-    return (done.stdout + done.stderr).strip()[-2000:] or "failed"
-  return "ok"
 
 
 def _interpreter_path(python: str) -> str:
   return str(pathlib.Path(shutil.which(python) or python).absolute())
 
 
-# The modules pre-commit's debug-statements hook refuses to see imported.
-_DEBUGGERS = frozenset({"bpdb", "ipdb", "pdb", "pdbr", "pudb",
-                        "pydevd_pycharm", "q", "rdb", "rpdb", "wdb"})
-
-
-def _hook_problems(repo: pathlib.Path, files: list[str]) -> list[str]:
+def _hook_problems(repo: pathlib.Path, python: str,
+                   files: list[str]) -> list[str]:
   """What JAX's pre-commit hooks find in ``files``' Python.
 
-  The hooks: check-ast, end-of-file-fixer, trailing-whitespace and
-  debug-statements.
+  The hooks: check-ast and debug-statements (run by ``python``, whose
+  grammar the target's code is written for), end-of-file-fixer and
+  trailing-whitespace.
   """
-  problems = []
-  for name in files:
-    if not name.endswith((".py", ".pyi")) or not (repo / name).is_file():
-      continue
+  names = [name for name in files
+           if name.endswith((".py", ".pyi")) and (repo / name).is_file()]
+  problems = _parsed_problems(repo, python, names)
+  for name in names:
     text = (repo / name).read_text()
-    try:
-      tree = ast.parse(text, name)
-    except SyntaxError as err:
-      problems.append(f"{name}:{err.lineno}: check-ast: {err.msg}")
-      continue
     if name.endswith(".py"):
       if text and (not text.endswith("\n") or text.endswith("\n\n")):
         problems.append(f"{name}: end-of-file-fixer: the file must end in "
@@ -97,19 +55,44 @@ def _hook_problems(repo: pathlib.Path, files: list[str]) -> list[str]:
           f"{name}:{number}: trailing-whitespace"
           for number, line in enumerate(text.splitlines(), start=1)
           if line != line.rstrip())
-      problems.extend(f"{name}:{getattr(node, 'lineno', '?')}: "
-                      "debug-statements"
-                      for node in ast.walk(tree) if _is_debugging(node))
   return problems
 
 
-def _is_debugging(node: ast.AST) -> bool:
+# check-ast and debug-statements, in the target's interpreter: a tree
+# written for Python 3.12 may not parse with the one jax-patch runs on.
+_PARSED_HOOKS = """
+import ast, sys
+DEBUGGERS = {"bpdb", "ipdb", "pdb", "pdbr", "pudb", "pydevd_pycharm", "q",
+             "rdb", "rpdb", "wdb"}
+def debugging(node):
   if isinstance(node, ast.Import):
-    return any(alias.name.split(".")[0] in _DEBUGGERS for alias in node.names)
+    return any(a.name.split(".")[0] in DEBUGGERS for a in node.names)
   if isinstance(node, ast.ImportFrom):
-    return (node.module or "").split(".")[0] in _DEBUGGERS
+    return (node.module or "").split(".")[0] in DEBUGGERS
   return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
           and node.func.id == "breakpoint")
+for name in sys.argv[1:]:
+  try:
+    tree = ast.parse(open(name).read(), name)
+  except SyntaxError as err:
+    print(f"{name}:{err.lineno}: check-ast: {err.msg}")
+    continue
+  if name.endswith(".py"):
+    for node in ast.walk(tree):
+      if debugging(node):
+        print(f"{name}:{getattr(node, 'lineno', '?')}: debug-statements")
+"""
+
+
+def _parsed_problems(repo: pathlib.Path, python: str,
+                     names: list[str]) -> list[str]:
+  if not names:
+    return []
+  done = series_tree.run(repo, python, "-c", _PARSED_HOOKS, *names)
+  if done.returncode:
+    raise series_tree.SeriesError(f"check-ast did not run in {python}: "
+                                  f"{done.stderr[-1000:]}")
+  return done.stdout.splitlines()
 
 
 def pyrefly_errors(repo: pathlib.Path,
@@ -185,7 +168,7 @@ def lint(repo: pathlib.Path, python: str, touched: list[str],
       target configures no pyrefly.
   """
   failed = {}
-  hooks = _hook_problems(repo, touched)
+  hooks = _hook_problems(repo, python, touched)
   if hooks:
     failed["pre-commit hooks"] = "\n".join(hooks)
   new_ruff = ruff_findings(repo, python, touched) - ruff_before

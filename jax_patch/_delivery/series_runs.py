@@ -12,144 +12,135 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""What the series' checks run on a scratch tree, each in a process of its own.
+"""What the series runs on a patched tree: JAX's DLPack test and the cases.
 
-The conformance cases against the tree's own ``jax.numpy.from_dlpack``
-(:func:`imports_and_claims`, :func:`failed_after_series`), a patch's
-runtime probe (:func:`runtime_probe`), the target's DLPack test
-(:func:`interop_test`), and a pull request's new tests on the tree it is
-cut on, where each must fail (:func:`tests_pass_before`).
+Each in a process of its own, on the tree's own ``jax/``
+(``series_tree.run``). JAX's test runs as JAX's CI runs it, ``XLA_FLAGS``
+unset; jax_patch's conformance cases with four CPU devices and x64 off, the
+mode the queue states its behaviour in.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pathlib
 import re
 from xml.etree import ElementTree
 
-from jax_patch._delivery import series_patches
 from jax_patch._delivery import series_tree
-from jax_patch.testing import conformance
-
-def failed_after_series(repo: pathlib.Path, python: str,
-                        left_undone: frozenset[str]) -> dict[str, str]:
-  """Every case on the fully patched tree, but those left undone."""
-  names = [case.name for case in conformance.CASES]
-  failed = _failed_cases(repo, python, names)
-  return {name: detail for name, detail in failed.items()
-          if name not in left_undone}
-
-
-def runtime_probe(repo: pathlib.Path, python: str, probe: str) -> str:
-  """Runs a runtime probe in the tree: "ok", or how it failed.
-
-  With jax_enable_x64 off, as the claims: the mode the series states its
-  behaviour in (finished-at-return's dtype conversion happens only there).
-  """
-  done = series_tree.run(repo, python, "-c", probe,
-                         env={"JAX_ENABLE_X64": "0"})
-  if done.returncode:
-    return (done.stdout + done.stderr).strip()[-1000:] or "failed"
-  return "ok"
-
+from jax_patch._delivery import upstream_set
 
 # Its first line says where JAX came from, before any case can end the
 # process; its last, the failed cases.
 _CASES_SCRIPT = """
-import json, sys
+import json
 import jax, jax.dlpack, jax.numpy as jnp
 print(json.dumps(jax.__file__), flush=True)
 from jax_patch.testing import conformance
-skips_fail = sys.argv[1] == "skips-fail"
-wanted = set(sys.argv[2:])
-failed = {}
+failed, passed = {}, 0
 for case in conformance.CASES:
-  if case.name in wanted:
-    detail, passed = conformance.run_case(case, jnp.from_dlpack)
-    if passed is False or (passed is None and skips_fail):
-      failed[case.name] = detail
-print(json.dumps(failed))
+  detail, outcome = conformance.run_case(case, jnp.from_dlpack)
+  if outcome is False:
+    failed[case.name] = detail
+  passed += outcome is True
+print(json.dumps({"failed": failed, "passed": passed}))
 """
 
-# Stands for every case where the cases could not run at all.
-_CASES_DID_NOT_RUN = "(the cases did not run)"
 
+def conformance_failures(repo: pathlib.Path,
+                         python: str) -> tuple[int, dict[str, str]]:
+  """Every conformance case on the tree: how many pass, and what fails.
 
-def imports_and_claims(repo: pathlib.Path, python: str,
-                       names: list[str]) -> tuple[bool, dict[str, str]]:
-  """Whether the tree's own JAX imports, and which claims ``names`` fail.
-
-  In one process. A claim that skips fails: it proves nothing.
+  Raises:
+    series_tree.SeriesError: the tree's own JAX did not import, or the cases
+      did not run to the end.
   """
-  return _cases(repo, python, names, skips_fail=True)
-
-
-def _failed_cases(repo: pathlib.Path, python: str,
-                  names: list[str]) -> dict[str, str]:
-  """Cases ``names`` that fail in the tree, with what they saw."""
-  return _cases(repo, python, names, skips_fail=False)[1]
-
-
-def _cases(repo: pathlib.Path, python: str, names: list[str],
-           skips_fail: bool) -> tuple[bool, dict[str, str]]:
-  """Runs cases ``names`` in the tree, in a process of its own.
-
-  The cases run with jax_enable_x64 off, JAX's default, the mode the series
-  states its claims in (some hold in that mode only).
-
-  Returns:
-    Whether ``jax``, ``jax.numpy`` and ``jax.dlpack`` imported from the
-    tree's own ``jax/``, and the failed cases, with what they saw; a case
-    that skips counts as failed with ``skips_fail``.
-  """
-  done = series_tree.run(repo, python, "-c", _CASES_SCRIPT,
-                         "skips-fail" if skips_fail else "skips-pass", *names,
+  done = series_tree.run(repo, python, "-c", _CASES_SCRIPT, cpu_devices=4,
                          env={"JAX_ENABLE_X64": "0"})
   lines = done.stdout.strip().splitlines()
   try:
     imported_from = pathlib.Path(json.loads(lines[0])).parent
-  except (IndexError, ValueError):
-    return False, {_CASES_DID_NOT_RUN: done.stderr.strip()[-1000:]}
-  imports = imported_from == repo / "jax"
-  if done.returncode or len(lines) < 2:
-    return imports, {_CASES_DID_NOT_RUN: done.stderr.strip()[-1000:]}
-  failed: dict[str, str] = json.loads(lines[-1])
-  return imports, failed
+    result = json.loads(lines[-1])
+  except (IndexError, ValueError) as err:
+    raise series_tree.SeriesError(
+        f"the cases did not run: {done.stderr.strip()[-1000:]}") from err
+  if imported_from != repo / "jax":
+    raise series_tree.SeriesError(
+        f"JAX imported from {imported_from}, not the patched tree")
+  return result["passed"], result["failed"]
 
 
-def tests_pass_before(repo: pathlib.Path, python: str,
-                      patch: series_patches.SeriesPatch) -> dict[str, str]:
-  """Runs ``patch``'s new and changed JAX tests on ``repo`` without its change.
+def imports(repo: pathlib.Path, python: str) -> str:
+  """"ok" where the tree's own JAX imports with its DLPack module; else why."""
+  done = series_tree.run(
+      repo, python, "-c",
+      "import jax, jax.dlpack, jax.numpy as jnp, pathlib, sys; "
+      "sys.exit(pathlib.Path(jax.__file__).parent != pathlib.Path('jax')"
+      ".absolute())")
+  if done.returncode:
+    return (done.stderr.strip()[-1000:] or
+            "JAX imported from elsewhere than the patched tree")
+  return "ok"
 
-  Returns those that do not fail there (they show nothing), with what they
-  did. Leaves the tests in ``repo``'s work tree.
+
+def interop_test(repo: pathlib.Path, python: str,
+                 names: list[str] | None = None) -> tuple[bool, str]:
+  """Runs the target's DLPack test (``names`` alone, where given).
+
+  Returns:
+    Whether it passed, and pytest's summary line.
   """
-  names = series_patches.added_tests(patch)
+  selection = ["-k", " or ".join(names)] if names else []
+  done = series_tree.run(repo, python, "-m", "pytest", "-q", "-p",
+                         "no:cacheprovider", *selection,
+                         upstream_set.INTEROP_TEST)
+  summary = (done.stdout.strip().splitlines() or ["no output"])[-1]
+  return done.returncode == 0, summary
+
+
+def tests_not_failing(repo: pathlib.Path, python: str,
+                      names: list[str]) -> dict[str, str]:
+  """Of the test methods ``names``, those that do not fail on ``repo``.
+
+  Run on a tree holding a pull request's tests without its change: a test
+  that passes or skips there shows nothing. Returns each with what it did.
+  """
   if not names:
     return {}
-  series_tree.apply(dataclasses.replace(patch, edits=()), repo,
-                    with_tests=True)
   report = repo / "new-tests.xml"
   series_tree.run(repo, python, "-m", "pytest", "-q", "-p",
                   "no:cacheprovider", f"--junitxml={report}", "-k",
-                  " or ".join(names), series_patches.INTEROP_TEST)
+                  " or ".join(names), upstream_set.INTEROP_TEST)
   outcomes: dict[str, set[str]] = {name: set() for name in names}
   if report.is_file():
     for case in ElementTree.parse(report).iter("testcase"):
       found = {child.tag for child in case} & {"failure", "error", "skipped"}
-      for name in names:
-        if re.match(rf"{name}(?![A-Za-z])", case.get("name", "")):
-          outcomes[name].add(found.pop() if found else "passed")
+      outcome = min(found) if found else "passed"  # error, failure, skipped
+      matched = [name for name in names
+                 if re.match(rf"{name}(?![A-Za-z])", case.get("name", ""))]
+      if not matched and outcome == "error":
+        matched = names  # The module did not import: every test errs.
+      for name in matched:
+        outcomes[name].add(outcome)
+    report.unlink()
   return {name: (", ".join(sorted(seen)) or "not collected")
           for name, seen in outcomes.items()
           if not seen & {"failure", "error"}}
 
 
-def interop_test(repo: pathlib.Path, python: str) -> tuple[bool, str]:
-  """Runs the target's DLPack test: whether it passed, and pytest's summary."""
-  done = series_tree.run(repo, python, "-m", "pytest", "-q", "-p",
-                         "no:cacheprovider", series_patches.INTEROP_TEST)
-  summary = (done.stdout.strip().splitlines() or ["no output"])[-1]
-  return done.returncode == 0, summary
+def reproducer(path: pathlib.Path, repo: pathlib.Path,
+               python: str) -> tuple[str, str]:
+  """Runs a report's reproducer on ``repo``'s JAX, x64 off.
+
+  Returns:
+    ``("reproduces" | "fixed" | "error", what it printed last)``. A process
+    killed by a signal (an abort is the defect of some reports) reproduces.
+  """
+  done = series_tree.run(repo, python, str(path.absolute()),
+                         env={"JAX_ENABLE_X64": "0"})
+  last = (done.stdout.strip().splitlines() or [""])[-1]
+  if done.returncode < 0:
+    return "reproduces", f"the process died of signal {-done.returncode}"
+  if done.returncode == 0 and last.startswith(("reproduces:", "fixed:")):
+    return last.split(":", 1)[0], last
+  return "error", (done.stdout + done.stderr).strip()[-1000:]

@@ -12,17 +12,24 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The series' target: the JAX tree, and the scratch copies it is checked in.
+"""The series' target, and the patch files applied to copies of it by git.
 
 :func:`read_target` reads what the series needs to know of a JAX tree (a
 git checkout or a release's sdist). :func:`scratch_repo` copies it into a
-scratch git repository, where :func:`apply` and :func:`commit` make the
-pull requests' commits (as :func:`author_from` names their author) and
-:func:`run` runs Python on the tree's own ``jax/``.
+scratch git repository, where :func:`apply_pull_request` applies a pull
+request's file with ``git am -3`` and places its CHANGELOG.md entry
+(``series_changelog``), and :func:`apply_diff` applies a whole stack with
+``git apply``; each reports what conflicts by patch, file and hunk.
+:func:`run` runs Python on the copy's own ``jax/``.
+
+A scratch copy holds the target's files as they are, so git's blob ids
+match a patch's ``index`` lines wherever the target's file is the one the
+patch was cut on: ``git am -3`` then needs no history of the target.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 import dataclasses
 import os
 import pathlib
@@ -31,23 +38,21 @@ import shutil
 import subprocess
 
 from jax_patch._delivery import jax_tree
-from jax_patch._delivery import series_patches
+from jax_patch._delivery import series_changelog
+from jax_patch._delivery import upstream_set
 
-# The series is written for this jaxlib range: every gate jax_patch keeps
-# for older jaxlib is constant over it.
+# The series is written for this jaxlib range: older JAX takes the runtime.
 MIN_SUPPORTED_JAXLIB = (0, 11, 0)
-
-_DATE = "Fri, 4 Dec 2026 00:00:00 +0000"  # Fixed: the output is reproducible.
-_AUTHOR = re.compile(r"^\s*([^<>]+?)\s*<([^<>\s]+@[^<>\s]+)>\s*$")
-# Who commits in the scratch repository; each patch's author is the user.
+# Who commits in the scratch repository.
 SCRATCH_COMMITTER = ("jax-patch", "jax-patch@users.noreply.github.com")
-# The files a patch may touch, and what a scratch copy of the target needs.
-_TREE_FILES = ("jax", "pyproject.toml", series_patches.INTEROP_TEST,
-               series_patches.CHANGELOG)
+_DATE = "Fri, 4 Dec 2026 00:00:00 +0000"  # Fixed: scratch commits reproduce.
+_ALWAYS_COPIED = ("jax", "pyproject.toml")
+_REJECTED = re.compile(r"^Rejected hunk #(\d+)\.$")
+_APPLYING = re.compile(r"^Applying patch (\S+) with \d+ rejects?\.\.\.$")
 
 
 class SeriesError(Exception):
-  """The series cannot be written for, or applied to, the target."""
+  """The series cannot be applied to, or checked on, the target."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,12 +60,17 @@ class Target:
   root: pathlib.Path
   jax_version: str
   min_jaxlib: tuple[int, ...]
-  # The newest jaxlib it accepts: JAX refuses a jaxlib newer than itself.
-  max_jaxlib: tuple[int, ...]
-  has_interop_test: bool
-  # A JAX release's source distribution carries no CHANGELOG.md: the pull
-  # requests' entries then go against a stand-in (:func:`scratch_repo`).
-  has_changelog: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Conflict:
+  """A hunk of a patch that does not apply to the tree as it stands."""
+  patch: str
+  file: str
+  hunk: str  # Its header, "@@ -277,8 +278,11 @@ def from_dlpack(...".
+
+  def __str__(self) -> str:
+    return f"{self.patch}: {self.file}: {self.hunk}"
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -85,88 +95,38 @@ def read_target(root: pathlib.Path) -> Target:
         f"JAX {version} supports jaxlib {minimum}, older "
         f"than the series' {'.'.join(map(str, MIN_SUPPORTED_JAXLIB))}: "
         "vendor the patch there instead (jax-patch vendor).")
-  return Target(root, version, min_jaxlib, version_tuple(version),
-                (root / series_patches.INTEROP_TEST).is_file(),
-                (root / series_patches.CHANGELOG).is_file())
+  return Target(root, version, min_jaxlib)
 
 
-def author_from(author: str | None, root: pathlib.Path) -> tuple[str, str]:
-  """The patches' author and committer: ``author``, else git's config.
-
-  Args:
-    author: ``"Name <email>"``, as ``--author`` gives it, or ``None``.
-    root: where git's config is read (the target's repository, then the
-      user's global one).
-
-  Raises:
-    SeriesError: ``author`` is malformed, or it is ``None`` and git has no
-      ``user.name`` and ``user.email``.
-  """
-  if author is None:
-    name, email = (_git_config(root, key) for key in ("user.name",
-                                                      "user.email"))
-    if not name or not email:
-      raise SeriesError(
-          "no author for the patches: pass --author 'Name <email>', or set "
-          "git config user.name and user.email")
-    return name, email
-  match = _AUTHOR.match(author)
-  if match is None:
-    raise SeriesError(f"--author {author!r}: expected 'Name <email>'")
-  return match.group(1), match.group(2)
-
-
-def _git_config(root: pathlib.Path, key: str) -> str:
-  done = subprocess.run(["git", "-C", str(root), "config", key], text=True,
-                        capture_output=True, check=False)
-  return done.stdout.strip()
-
-
-def git_env(who: tuple[str, str]) -> dict[str, str]:
+def git_env() -> dict[str, str]:
+  name, email = SCRATCH_COMMITTER
   return dict(os.environ, GIT_AUTHOR_DATE=_DATE, GIT_COMMITTER_DATE=_DATE,
-              GIT_AUTHOR_NAME=who[0], GIT_COMMITTER_NAME=who[0],
-              GIT_AUTHOR_EMAIL=who[1], GIT_COMMITTER_EMAIL=who[1])
+              GIT_AUTHOR_NAME=name, GIT_COMMITTER_NAME=name,
+              GIT_AUTHOR_EMAIL=email, GIT_COMMITTER_EMAIL=email)
 
 
-def git(repo: pathlib.Path, *args: str,
-        who: tuple[str, str] = SCRATCH_COMMITTER) -> str:
-  done = subprocess.run(["git", "-C", str(repo), *args], env=git_env(who),
+def git_run(repo: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
+  return subprocess.run(["git", "-C", str(repo), *args], env=git_env(),
                         text=True, capture_output=True, check=False)
+
+
+def git(repo: pathlib.Path, *args: str) -> str:
+  done = git_run(repo, *args)
   if done.returncode:
     raise SeriesError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
   return done.stdout
 
 
-def changelog_stand_in(target: Target) -> str:
-  """What a target without CHANGELOG.md gets in its place.
+def scratch_repo(target: Target, scratch: pathlib.Path,
+                 files: Sequence[str]) -> pathlib.Path:
+  """A git repository holding the target's ``jax/`` and ``files``, committed.
 
-  JAX's headings for the unreleased changes and the target's release,
-  empty, so that the pull requests' entries and their conflicts in a merge
-  queue are made and checked as on JAX's own file.
-  """
-  return f"""\
-# Change log
-
-<!--
-A stand-in made by jax-patch: the source distribution of JAX
-{target.jax_version} carries no CHANGELOG.md. Write the series against a
-git checkout of JAX to send it: its entries then go into JAX's own file.
--->
-
-## Unreleased
-
-## JAX {target.jax_version}
-"""
-
-
-def scratch_repo(target: Target, scratch: pathlib.Path) -> pathlib.Path:
-  """A git repository holding a copy of the target's files, committed.
-
-  With a stand-in CHANGELOG.md where the target has none.
+  ``files`` the target lacks (an sdist has no tests or CHANGELOG.md) are
+  left out: :func:`absent` names them.
   """
   repo = scratch / "tree"
-  repo.mkdir()
-  for name in _TREE_FILES:
+  repo.mkdir(parents=True)
+  for name in dict.fromkeys((*_ALWAYS_COPIED, *files)):
     source = target.root / name
     if source.is_dir():
       shutil.copytree(source, repo / name,
@@ -174,57 +134,129 @@ def scratch_repo(target: Target, scratch: pathlib.Path) -> pathlib.Path:
     elif source.is_file():
       (repo / name).parent.mkdir(parents=True, exist_ok=True)
       shutil.copy2(source, repo / name)
-  if not target.has_changelog:
-    (repo / series_patches.CHANGELOG).write_text(changelog_stand_in(target))
   git(repo, "init", "-q")
   git(repo, "add", "-A")
   git(repo, "commit", "-q", "-m", f"JAX {target.jax_version}")
   return repo
 
 
-def apply(patch: series_patches.SeriesPatch, repo: pathlib.Path,
-          with_tests: bool) -> list[str]:
-  """Applies ``patch``'s edits in ``repo``; returns the files it touched."""
-  touched = []
-  for edit in patch.edits + (patch.test_edits if with_tests else ()):
-    path = repo / edit.path
-    if not edit.old:
-      if path.exists():
-        raise SeriesError(
-            f"patch {patch.slug!r}: {edit.path}, which it creates, exists.")
-      path.write_text(edit.new)
-      touched.append(edit.path)
-      continue
-    text = path.read_text()
-    count = text.count(edit.old)
-    if count != 1:
-      raise SeriesError(
-          f"patch {patch.slug!r}: {edit.path} has {count} copies of the "
-          f"text it replaces, not one:\n{edit.old}")
-    path.write_text(text.replace(edit.old, edit.new))
-    touched.append(edit.path)
-  return sorted(set(touched))
+def absent(repo: pathlib.Path, files: Sequence[str]) -> list[str]:
+  """Which of ``files`` the tree does not have, so patches leave them out."""
+  return sorted(name for name in set(files) if not (repo / name).exists())
 
 
-def commit(repo: pathlib.Path, patches: tuple[series_patches.SeriesPatch, ...],
-           target: Target, author: tuple[str, str]) -> None:
-  for patch in patches:
-    apply(patch, repo, target.has_interop_test)
-    changelog = repo / series_patches.CHANGELOG
-    changelog.write_text(series_patches.with_changelog_entry(
-        changelog.read_text(), patch))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", f"{patch.subject}\n\n{patch.body}",
-        who=author)
+def apply_pull_request(repo: pathlib.Path, pull_request: upstream_set.PullRequest,
+                       left_out: Sequence[str] = (),
+                       three_way: bool = True) -> list[Conflict]:
+  """Commits a pull request's file on ``repo``'s HEAD, as a maintainer would.
+
+  ``git am`` (``-3`` with ``three_way``) without its CHANGELOG.md hunk and
+  ``left_out``, then its CHANGELOG.md entry placed last in its section.
+
+  Returns:
+    What did not apply (nothing was committed then), or ``[]``.
+  """
+  excluded = [series_changelog.CHANGELOG, *left_out]
+  flags = [f"--exclude={name}" for name in excluded]
+  done = git_run(repo, "am", "-q", *(["-3"] if three_way else []), *flags,
+                 str(pull_request.patch))
+  if done.returncode:
+    git_run(repo, "am", "--abort")
+    return _conflicts(repo, pull_request.patch, flags)
+  changelog = repo / series_changelog.CHANGELOG
+  if changelog.is_file() and series_changelog.CHANGELOG not in left_out:
+    try:
+      entry = series_changelog.entry_of(pull_request.text())
+      if entry is not None:
+        changelog.write_text(series_changelog.place(changelog.read_text(),
+                                                    entry))
+    except series_changelog.ChangelogError as err:
+      raise SeriesError(f"{pull_request.patch.name}: {err}") from err
+    git(repo, "add", series_changelog.CHANGELOG)
+    git(repo, "commit", "-q", "--amend", "--no-edit", "--allow-empty")
+  return []
 
 
-def run(repo: pathlib.Path, python: str, *args: str,
+def apply_plain(repo: pathlib.Path, pull_request: upstream_set.PullRequest
+                ) -> list[Conflict]:
+  """Plain ``git am`` of the whole file, CHANGELOG.md hunk included.
+
+  How a pull request applies to the tree it is cut on.
+  """
+  done = git_run(repo, "am", "-q", str(pull_request.patch))
+  if done.returncode:
+    git_run(repo, "am", "--abort")
+    return _conflicts(repo, pull_request.patch, [])
+  return []
+
+
+def apply_diff(repo: pathlib.Path, diff: pathlib.Path,
+               left_out: Sequence[str], message: str) -> list[Conflict]:
+  """Commits a whole diff (a stack) on ``repo``'s HEAD, leaving out files."""
+  flags = [f"--exclude={name}" for name in left_out]
+  done = git_run(repo, "apply", "--index", *flags, str(diff))
+  if done.returncode:
+    return _conflicts(repo, diff, flags)
+  git(repo, "commit", "-q", "--allow-empty", "-m", message)
+  return []
+
+
+def _conflicts(repo: pathlib.Path, patch: pathlib.Path,
+               flags: list[str]) -> list[Conflict]:
+  """Each hunk of ``patch`` that does not apply to ``repo``'s work tree.
+
+  Found with ``git apply --reject`` (which applies what it can), then the
+  work tree is reset.
+  """
+  done = git_run(repo, "apply", "--reject", *flags, str(patch))
+  git(repo, "reset", "-q", "--hard")
+  git(repo, "clean", "-qfd")
+  headers = _hunk_headers(patch.read_text())
+  conflicts, file = [], ""
+  for line in done.stderr.splitlines():
+    applying = _APPLYING.match(line)
+    if applying:
+      file = applying.group(1)
+    rejected = _REJECTED.match(line)
+    if rejected:
+      index = int(rejected.group(1)) - 1
+      hunks = headers.get(file, [])
+      conflicts.append(Conflict(patch.name, file, hunks[index]
+                                if index < len(hunks) else "?"))
+  if not conflicts and done.returncode:
+    conflicts.append(Conflict(patch.name, "?", done.stderr.strip()[-300:]))
+  return conflicts
+
+
+def _hunk_headers(text: str) -> dict[str, list[str]]:
+  headers: dict[str, list[str]] = {}
+  file = ""
+  for line in text.splitlines():
+    found = re.match(r"^diff --git a/(\S+) b/", line)
+    if found:
+      file = found.group(1)
+      headers[file] = []
+    elif line.startswith("@@ ") and file:
+      headers[file].append(line)
+  return headers
+
+
+def run(repo: pathlib.Path, python: str, *args: str, cpu_devices: int = 1,
         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+  """Runs ``python`` in ``repo`` on its own ``jax/``, on the CPU.
+
+  With ``XLA_FLAGS`` unset, as JAX's CI runs its tests, unless
+  ``cpu_devices`` asks for more than one CPU device (jax_patch's
+  conformance cases use several).
+  """
   env = dict(os.environ, **(env or {}))
   # The target's jax/ first; jax_patch (for its conformance cases) after.
   env["PYTHONPATH"] = os.pathsep.join(
       [str(repo), str(pathlib.Path(__file__).absolute().parents[2])])
-  env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+  env.pop("XLA_FLAGS", None)
+  if cpu_devices > 1:
+    env["XLA_FLAGS"] = (
+        f"--xla_force_host_platform_device_count={cpu_devices}")
   env["JAX_PLATFORMS"] = "cpu"
   return subprocess.run([python, *args], cwd=repo, env=env, text=True,
                         capture_output=True, check=False)

@@ -289,6 +289,26 @@ class ApplyTest(absltest.TestCase):
     self.assertEqual(_git(repo, "status", "--porcelain"), "")
     self.assertEqual(_git(repo, "rev-list", "--count", "HEAD").strip(), "1")
 
+  def test_an_entry_without_a_place_is_a_changelog_conflict(self) -> None:
+    # Another release's file: the entry's context is not in it.
+    (self.root / "CHANGELOG.md").write_text(
+        "# Change log\n\n## Unreleased\n\n## JAX 0.10.0\n")
+    repo = self._repo()
+    conflicts = series_tree.apply_pull_request(repo, self.patches[0])
+    self.assertLen(conflicts, 1)
+    self.assertEqual(conflicts[0].file, "CHANGELOG.md")
+    self.assertIn("cannot tell which section", conflicts[0].hunk)
+    self.assertEqual(_git(repo, "rev-list", "--count", "HEAD").strip(), "1")
+    self.assertEqual(_git(repo, "status", "--porcelain"), "")
+
+  def test_a_tree_is_on_the_base_only_with_the_files_cut_on(self) -> None:
+    repo = self._repo()
+    self.assertTrue(series_tree.holds_preimages(repo, self.patches))
+    (self.root / "jax/_src/dlpack.py").write_text("one\ntwo\nthree\nfour\n")
+    other = series_tree.scratch_repo(self.target, self.scratch / "o",
+                                     ["CHANGELOG.md"])
+    self.assertFalse(series_tree.holds_preimages(other, self.patches))
+
   def test_files_the_tree_lacks_are_left_out(self) -> None:
     (self.root / "CHANGELOG.md").unlink()
     repo = self._repo()

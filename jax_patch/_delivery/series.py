@@ -89,11 +89,16 @@ def check(root: pathlib.Path, patch_set: upstream_set.PatchSet, python: str,
     if backport:
       applied_all = _apply_backport(backport, target, repo, python,
                                     base_errors, gates, interop_test, checks)
+    on_base = series_tree.holds_preimages(repo, patch_set.pull_requests)
+    if not backport and not on_base:
+      print(f"JAX {target.jax_version}'s tree is not the one the queue was "
+            "cut on: each pull request goes on with a three-way merge")
     for pr in () if backport else patch_set.pull_requests:
       with _worktree(repo, scratch / f"pr-{pr.number:04d}", base) as tree:
         # Cut as a reviewer takes it first: its commits also hold the
         # blobs the stack's three-way apply needs.
-        conflicts = series_check.apply_alone(pr, patch_set, tree, left_out)
+        conflicts = series_check.apply_alone(pr, patch_set, tree, left_out,
+                                             on_base)
         if not conflicts:
           conflicts = _step(f"step {pr.number:04d}", pr.title, pr.patch,
                             functools.partial(series_tree.apply_pull_request,

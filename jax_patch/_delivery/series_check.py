@@ -79,23 +79,25 @@ def check_step(name: str, title: str, repo: pathlib.Path, python: str,
 
 def apply_alone(pull_request: upstream_set.PullRequest,
                 patch_set: upstream_set.PatchSet, tree: pathlib.Path,
-                left_out: list[str]) -> list[series_tree.Conflict]:
+                left_out: list[str], on_base: bool
+                ) -> list[series_tree.Conflict]:
   """Commits a pull request as a reviewer takes it, on its dependencies only.
 
   ``tree`` is a scratch work tree of the unpatched target. Its dependencies
   go on with ``git am -3``, each CHANGELOG.md entry placed; then the pull
-  request itself with plain ``git am``, as it was cut there. Its commits
-  also give the stack's ``git am -3`` the blobs the file names.
+  request itself: on the tree it was cut on (``on_base``) with plain
+  ``git am``, as it must apply there; on another tree as its dependencies
+  did. Its commits also give the stack's ``git am -3`` the blobs the file
+  names.
   """
   for number in pull_request.depends_on:
     conflicts = series_tree.apply_pull_request(
         tree, patch_set.by_number(number), left_out)
     if conflicts:
       return conflicts
-  if left_out:
-    return series_tree.apply_pull_request(tree, pull_request, left_out,
-                                          three_way=False)
-  return series_tree.apply_plain(tree, pull_request)
+  if on_base and not left_out:
+    return series_tree.apply_plain(tree, pull_request)
+  return series_tree.apply_pull_request(tree, pull_request, left_out)
 
 
 def check_alone(pull_request: upstream_set.PullRequest, tree: pathlib.Path,

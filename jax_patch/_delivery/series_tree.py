@@ -145,6 +145,33 @@ def absent(repo: pathlib.Path, files: Sequence[str]) -> list[str]:
   return sorted(name for name in set(files) if not (repo / name).exists())
 
 
+def holds_preimages(repo: pathlib.Path,
+                    pull_requests: Sequence[upstream_set.PullRequest]) -> bool:
+  """Whether ``repo``'s HEAD is the tree the pull requests were cut on.
+
+  Read from the blob ids in the ``index`` lines of those that depend on
+  nothing: each file such a pull request changes is, in ``repo``, the
+  file it was cut on (files ``repo`` lacks aside).
+  """
+  for pull_request in pull_requests:
+    if pull_request.depends_on:
+      continue
+    for file, before in _preimages(pull_request.text()):
+      if not (repo / file).exists():
+        continue
+      blob = git(repo, "rev-parse", f"HEAD:{file}").strip()
+      if not blob.startswith(before):
+        return False
+  return True
+
+
+def _preimages(text: str) -> list[tuple[str, str]]:
+  """Each file a patch changes, with the abbreviated blob id it was cut on."""
+  found = re.findall(r"^diff --git a/(\S+) b/\S+\n(?:[^\n]*\n)*?"
+                     r"index ([0-9a-f]+)\.\.", text, re.MULTILINE)
+  return [(file, blob) for file, blob in found if set(blob) != {"0"}]
+
+
 def apply_pull_request(repo: pathlib.Path, pull_request: upstream_set.PullRequest,
                        left_out: Sequence[str] = (),
                        three_way: bool = True) -> list[Conflict]:
@@ -171,7 +198,12 @@ def apply_pull_request(repo: pathlib.Path, pull_request: upstream_set.PullReques
         changelog.write_text(series_changelog.place(changelog.read_text(),
                                                     entry))
     except series_changelog.ChangelogError as err:
-      raise SeriesError(f"{pull_request.patch.name}: {err}") from err
+      # Its entry has no place in this tree's file: a conflict there.
+      git(repo, "reset", "-q", "--hard", "HEAD~1")
+      hunks = _hunk_headers(pull_request.text()).get(
+          series_changelog.CHANGELOG, ["?"])
+      return [Conflict(pull_request.patch.name, series_changelog.CHANGELOG,
+                       f"{hunks[0]} ({err})")]
     git(repo, "add", series_changelog.CHANGELOG)
     git(repo, "commit", "-q", "--amend", "--no-edit", "--allow-empty")
   return []

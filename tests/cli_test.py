@@ -224,8 +224,15 @@ class UsageTest(_ScratchTest):
     self.assertEqual(sorted(self.scratch.iterdir()), [self.file])
 
 
-def _sigint_as_in_a_terminal() -> None:
-  signal.signal(signal.SIGINT, signal.SIG_DFL)
+# `python -m jax_patch`, with SIGINT handled as in a terminal's foreground
+# job: started from a background job (nohup, `&` in a script), the suite
+# inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored. (Not
+# preexec_fn: it forks a process JAX's threads already run in.)
+_JAX_PATCH_AS_IN_A_TERMINAL = (
+    "import runpy, signal, sys\n"
+    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    "sys.argv[0] = 'jax-patch'\n"
+    "runpy.run_module('jax_patch', run_name='__main__', alter_sys=True)\n")
 
 
 class InterruptTest(parameterized.TestCase):
@@ -240,14 +247,10 @@ class InterruptTest(parameterized.TestCase):
     # In a session of its own, as a terminal's foreground job: Ctrl-C sends
     # SIGINT to the whole process group.
     check_run = subprocess.Popen(
-        [sys.executable, "-m", "jax_patch", "check", *mode],
+        [sys.executable, "-c", _JAX_PATCH_AS_IN_A_TERMINAL, "check", *mode],
         env=fresh_process.environment(dict(os.environ, PYTHONUNBUFFERED="1")),
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
-        # Started from a background job (nohup, `&` in a script), the suite
-        # inherits SIGINT ignored, and so would the command: a terminal's
-        # foreground job has it as Python expects it.
-        preexec_fn=_sigint_as_in_a_terminal)
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
     self.addCleanup(check_run.kill)
     assert check_run.stdout is not None
     header = check_run.stdout.readline()  # JAX is imported: the cases run.

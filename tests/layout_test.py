@@ -160,16 +160,12 @@ class PatchFilesTest(absltest.TestCase):
 
   def test_no_python_string_carries_the_queues_code(self) -> None:
     patch_set = upstream_set.read(upstream_set.default_root())
-    added = set()
-    for pr in patch_set.pull_requests:
-      file = ""
-      for line in pr.text().splitlines():
-        if line.startswith("diff --git a/"):
-          file = line.split()[2][2:]
-        elif (line.startswith("+") and not line.startswith("+++")
-              and file.startswith(("jax/", "jaxlib/"))
-              and len(line.strip()) > 30):
-          added.add(line[1:].strip())
+    added = {line[1:].strip() for pr in patch_set.pull_requests
+             for file, lines in upstream_set.file_diffs(pr.text()).items()
+             if file.startswith(("jax/", "jaxlib/"))
+             for line in lines
+             if line.startswith("+") and not line.startswith("+++")
+             and len(line.strip()) > 30}
     self.assertNotEmpty(added)
     for path in sorted(_PACKAGE.rglob("*.py")):
       for text in _string_constants(path):

@@ -27,11 +27,12 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from jax_patch._delivery import upstream_set
+
 CHANGELOG = "CHANGELOG.md"
 # A section of a release: "* Bug fixes", "* Changes", ...
 _HEADING = re.compile(r"^\* \S")
 _RELEASE = re.compile(r"^## ")
-_FILE_HEADER = re.compile(r"^diff --git a/(\S+) b/")
 _HUNK_HEADER = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 
 
@@ -114,16 +115,12 @@ def place(changelog: str, entry: Entry) -> str:
 def _changelog_hunks(patch_text: str) -> list[list[str]]:
   """The hunks of the patch's CHANGELOG.md diff, each a list of lines."""
   hunks: list[list[str]] = []
-  in_changelog = False
-  for line in patch_text.splitlines():
-    header = _FILE_HEADER.match(line)
-    if header:
-      in_changelog = header.group(1) == CHANGELOG
-    elif line == "-- " or line.startswith("--- ") or line.startswith("+++ "):
-      continue
-    elif in_changelog and _HUNK_HEADER.match(line):
+  for line in upstream_set.file_diffs(patch_text).get(CHANGELOG, []):
+    if _HUNK_HEADER.match(line):
       hunks.append([])
-    elif in_changelog and hunks and line[:1] in (" ", "+", "-", ""):
+    elif line == "-- ":
+      break  # git format-patch's signature, after the last file.
+    elif hunks and line[:1] in (" ", "+", "-", ""):
       hunks[-1].append(line if line else " ")
   return hunks
 

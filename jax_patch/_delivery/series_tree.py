@@ -167,9 +167,13 @@ def holds_preimages(repo: pathlib.Path,
 
 def _preimages(text: str) -> list[tuple[str, str]]:
   """Each file a patch changes, with the abbreviated blob id it was cut on."""
-  found = re.findall(r"^diff --git a/(\S+) b/\S+\n(?:[^\n]*\n)*?"
-                     r"index ([0-9a-f]+)\.\.", text, re.MULTILINE)
-  return [(file, blob) for file, blob in found if set(blob) != {"0"}]
+  found = []
+  for file, lines in upstream_set.file_diffs(text).items():
+    index = next((line for line in lines if line.startswith("index ")), "")
+    before = index[len("index "):].split("..")[0]
+    if before and set(before) != {"0"}:
+      found.append((file, before))
+  return found
 
 
 def apply_pull_request(repo: pathlib.Path, pull_request: upstream_set.PullRequest,
@@ -261,16 +265,8 @@ def _conflicts(repo: pathlib.Path, patch: pathlib.Path,
 
 
 def _hunk_headers(text: str) -> dict[str, list[str]]:
-  headers: dict[str, list[str]] = {}
-  file = ""
-  for line in text.splitlines():
-    found = re.match(r"^diff --git a/(\S+) b/", line)
-    if found:
-      file = found.group(1)
-      headers[file] = []
-    elif line.startswith("@@ ") and file:
-      headers[file].append(line)
-  return headers
+  return {file: [line for line in lines if line.startswith("@@ ")]
+          for file, lines in upstream_set.file_diffs(text).items()}
 
 
 def run(repo: pathlib.Path, python: str, *args: str, cpu_devices: int = 1,
@@ -293,10 +289,3 @@ def run(repo: pathlib.Path, python: str, *args: str, cpu_devices: int = 1,
   return subprocess.run([python, *args], cwd=repo, env=env, text=True,
                         capture_output=True, check=False)
 
-
-def jaxlib_version(repo: pathlib.Path, python: str) -> tuple[int, ...]:
-  """The version of the jaxlib ``python`` imports."""
-  done = run(repo, python, "-c", "import jaxlib; print(jaxlib.__version__)")
-  if done.returncode:
-    raise SeriesError(f"{python} cannot import jaxlib: {done.stderr[-500:]}")
-  return version_tuple(done.stdout)

@@ -36,6 +36,7 @@ _QUEUE = "queue.json"
 _STACK = "stack.patch"
 _LEFT_UNDONE = "left-undone.json"
 _ADDED_TEST = re.compile(r"^\+  def (test\w+)\(", re.MULTILINE)
+_FILE_HEADER = re.compile(r"^diff --git a/(\S+) b/")
 
 
 class PatchSetError(Exception):
@@ -124,10 +125,20 @@ def touched_files(patch: pathlib.Path) -> list[str]:
   return [line.split("\t")[2] for line in done.stdout.splitlines()]
 
 
+def file_diffs(patch_text: str) -> dict[str, list[str]]:
+  """Each file's part of a patch or diff, by path: its lines, header first."""
+  parts: dict[str, list[str]] = {}
+  lines: list[str] | None = None
+  for line in patch_text.splitlines():
+    header = _FILE_HEADER.match(line)
+    if header:
+      lines = parts.setdefault(header.group(1), [])
+    if lines is not None:
+      lines.append(line)
+  return parts
+
+
 def added_tests(patch_text: str) -> list[str]:
   """The JAX test methods a patch adds to JAX's DLPack test, by name."""
-  section = ""
-  for part in re.split(r"^(?=diff --git )", patch_text, flags=re.MULTILINE):
-    if part.startswith(f"diff --git a/{INTEROP_TEST} "):
-      section += part
+  section = "\n".join(file_diffs(patch_text).get(INTEROP_TEST, []))
   return sorted(set(_ADDED_TEST.findall(section)))

@@ -172,6 +172,8 @@ def array_api_from_dlpack(x: Any, /, *,
   target = None if device is None else dlpack_device.check_target(device)
   if not dlpack_compat.trace_state_clean():
     raise _transformation_error()
+  if isinstance(target, dlpack_compat.FORMAT_TYPE):
+    return _from_dlpack_in_format(x, target, copy)
   if type(x) is np.ndarray:  # pylint: disable=unidiomatic-typecheck
     result = None
     if target is not None and copy is not False:
@@ -207,6 +209,35 @@ def array_api_from_dlpack(x: Any, /, *,
   result = _import(x, capsule, source, dl_device[0], stream, copy, target,
                    fresh=is_torch_tensor or kind is np.ndarray)
   return _place(result, target, source)
+
+
+def _from_dlpack_in_format(x: Any, target_format: dlpack_device.Format,
+                           copy: bool | None) -> Array:
+  """Imports ``x`` onto a ``Format``'s sharding, in its layout.
+
+  The import is shared where ``copy`` allows and the data already lies as
+  the ``Format`` asks: on its sharding's device and memory kind (none: the
+  producer's device), in its layout (none: any), as a transposed NumPy
+  array lies in the layout its strides give. Otherwise the data is copied
+  there once, which ``copy=False`` refuses. Under ``copy=True`` the result
+  is always a buffer of its own.
+  """
+  layout, sharding = dlpack_device.format_parts(target_format)
+  # With a layout, copy=True is met once the layout is known: by the copy
+  # into it, or by a copy of a result already in it.
+  result = array_api_from_dlpack(
+      x, device=sharding, copy=copy if layout is None else copy or None)
+  obstacle = dlpack_device.format_obstacle(result, layout, sharding)
+  placement = (target_format if sharding is not None
+               else dlpack_compat.FORMAT_TYPE(layout, result.sharding))
+  if obstacle is None:
+    if copy and layout is not None:
+      return _finished(dlpack_device.place(result, placement,
+                                           may_alias=False))
+    return result
+  dlpack_plan.plan(copy, obstacle=obstacle,
+                   specified=f"device={target_format!r}")
+  return _finished(dlpack_device.place(result, placement))
 
 
 def _torch_tensor_type() -> type[Any] | None:
@@ -1205,3 +1236,23 @@ def _jaxlib_refusal_as_buffer_error(device: Any) -> Iterator[None]:
     raise BufferError(
         f"to_dlpack: jaxlib cannot export this array from {device}: {err}"
     ) from err
+
+
+def _step_aside() -> None:
+  """Makes this module's entry points JAX's own.
+
+  For a jaxlib whose DLPack functions take a shape no gate knows
+  (``dlpack_compat.BINDING_SHAPE_PROBLEM``): calling them by guesswork could
+  fail, or worse, where JAX's own functions, made for that jaxlib, work.
+  ``install`` then leaves JAX as it is and says why.
+  """
+  from jax._src import dlpack as jax_dlpack  # pylint: disable=g-import-not-at-top
+  from jax._src.numpy import lax_numpy  # pylint: disable=g-import-not-at-top
+  globals().update(
+      from_dlpack=jax_dlpack.from_dlpack, to_dlpack=jax_dlpack.to_dlpack,
+      array_api_from_dlpack=lax_numpy.from_dlpack,
+      array_dlpack=array.ArrayImpl.__dlpack__)
+
+
+if dlpack_compat.BINDING_SHAPE_PROBLEM is not None:
+  _step_aside()

@@ -20,23 +20,30 @@ an error to guess which shape an API has. Where the same name works on every
 supported version (``xla_client._xla`` for the binding module,
 ``xla_client.XlaRuntimeError`` for its error), there is no gate at all.
 
-Supported: jax and jaxlib 0.4.35 to 0.12.0.1, each measured. A newer JAX
+Supported: jax and jaxlib 0.4.35 to 0.12.1, each measured. A newer JAX
 (a later release, or JAX's main branch) runs on the newest gates, and is
-reported as untested. JAX pins jaxlib to at most its own version and at
-least its minimum, which for every change gated here is the release that
-made it, so a jaxlib number also bounds the JAX beside it.
+reported as untested. Where its jaxlib's DLPack functions only gained
+parameters with defaults, the patch calls them as before; where they took a
+shape no gate knows, ``BINDING_SHAPE_PROBLEM`` says so and the patch steps
+aside for JAX's own functions (``jax_patch._src.dlpack``, ``install``) rather
+than guess. JAX pins jaxlib to at most its own version and at least its
+minimum, which for every change gated here is the release that made it, so
+a jaxlib number also bounds the JAX beside it.
 """
 
 from __future__ import annotations
 
 import re
 import types
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable
 
 from jax._src import core
 from jax._src import dtypes
+from jax._src import layout as jax_layout
 from jax._src import lib
 from jax._src import xla_bridge
+from jax._src.interpreters import pxla
 from jax._src.lib import xla_client
 
 # jax._src.lib names the number xla_extension_version up to JAX 0.5 and
@@ -56,16 +63,20 @@ JAXLIB_0_8_1 = 384  # dlpack_managed_tensor_to_buffer takes copy.
 JAXLIB_0_10_2 = 467  # dlpack_managed_tensor_to_buffer takes dl_device_type.
 JAXLIB_0_11_2 = 495  # A moved alias of any compact layout is right.
 # Import reads DLPack 1.x capsules; export writes them (max_version, copied).
-# 0.12.0 and 0.12.0.1 share the number; 0.12.0.1 is the newest measured.
+# 0.12.0 and 0.12.0.1 share the number.
 JAXLIB_0_12_0 = 505
+# dlpack_managed_tensor_to_buffer takes a layout (a defaulted parameter the
+# patch leaves alone: on the CPU jaxlib applies it only where it equals the
+# layout the strides give, which the import reads anyway); copy=True copies.
+JAXLIB_0_12_1 = 525
 
 # The releases this patch was measured on, oldest and newest.
 OLDEST_TESTED_JAX = "0.4.35"
-NEWEST_TESTED_JAX = "0.12.0.1"
+NEWEST_TESTED_JAX = "0.12.1"
 TESTED_RANGE = f"JAX {OLDEST_TESTED_JAX} to {NEWEST_TESTED_JAX}"
 # Whether the running jaxlib is past the newest measured one: its gates are
 # the newest ones, untested.
-IS_UNTESTED_JAXLIB = EXTENSION_VERSION > JAXLIB_0_12_0
+IS_UNTESTED_JAXLIB = EXTENSION_VERSION > JAXLIB_0_12_1
 
 _BINDING_TAKES_DL_DEVICE_TYPE = EXTENSION_VERSION >= JAXLIB_0_10_2
 _BINDING_TAKES_COPY = EXTENSION_VERSION >= JAXLIB_0_8_1
@@ -184,14 +195,12 @@ def export_versioned_capsule(buffer: Any, stream: int | Any | None,
   Only for ``JAXLIB_EXPORTS_VERSIONED_CAPSULES``, and a ``max_version`` of at
   least ``(1, 0)``. The capsule carries jaxlib's own DLPack version.
   """
-  if _BINDING_SHAPE_PROBLEM is not None:
-    raise RuntimeError(_BINDING_SHAPE_PROBLEM)
   return _binding.buffer_to_dlpack_managed_tensor(
       buffer, stream=stream, max_version=max_version)
 
 
 def expected_binding_parameters() -> dict[str, tuple[str, ...]]:
-  """The parameter names the gates expect of each jaxlib DLPack function."""
+  """The parameters the gates pass to each jaxlib DLPack function, in order."""
   import_parameters: tuple[str, ...] = ("dlpack", "device", "stream")
   if _BINDING_TAKES_COPY:
     import_parameters += ("copy",)
@@ -204,37 +213,76 @@ def expected_binding_parameters() -> dict[str, tuple[str, ...]]:
           "buffer_to_dlpack_managed_tensor": export_parameters}
 
 
-_PARAMETER_NAME = re.compile(r"(\w+)\s*:")
+# A documented parameter: its name, and whether it has a default.
+Parameter = tuple[str, bool]
 
 
-def binding_parameters(name: str) -> list[tuple[str, ...]]:
-  """The parameter names of each signature jaxlib documents for ``name``."""
-  doc = getattr(_binding, name).__doc__ or ""
+
+def documented_signatures(function: Any) -> list[tuple[Parameter, ...]]:
+  """The parameters of each signature nanobind documents for ``function``."""
+  name = getattr(function, "__name__", "")
   shapes = []
-  for line in doc.splitlines():
+  for line in (getattr(function, "__doc__", None) or "").splitlines():
     line = re.sub(r"^\d+\.\s*", "", line.strip())  # Numbered overloads.
     if line.startswith(f"{name}(") and ")" in line:
-      parameters = line[len(name) + 1:line.rindex(")")]
-      shapes.append(tuple(_PARAMETER_NAME.findall(parameters)))
+      shapes.append(tuple(_parameters(line[len(name) + 1:line.rindex(")")])))
   return shapes
 
 
-def binding_shape_problem() -> str | None:
-  """Says how jaxlib's DLPack functions differ from the gates, if they do."""
+def _parameters(documented: str) -> Iterator[Parameter]:
+  """Each ``name: type [= default]`` of a documented parameter list."""
+  depth = 0
+  piece = ""
+  for char in documented + ",":
+    if char == "," and not depth:
+      name, colon, rest = piece.partition(":")
+      name = name.strip()
+      if name.isidentifier():  # Not a bare "*" or "/" marker.
+        yield name, "=" in (rest if colon else name)
+      piece = ""
+      continue
+    depth += char in "[("
+    depth -= char in "])"
+    piece += char
+
+
+def takes(signature: tuple[Parameter, ...],
+          expected: tuple[str, ...]) -> bool:
+  """Whether a call passing ``expected`` fits ``signature``.
+
+  It does where ``signature`` starts with those parameters and every
+  parameter after them has a default: a jaxlib that gained parameters with
+  defaults is called as before.
+  """
+  names = tuple(name for name, _ in signature[:len(expected)])
+  return names == expected and all(
+      has_default for _, has_default in signature[len(expected):])
+
+
+def binding_shape_problem(binding: Any = None) -> str | None:
+  """Says how jaxlib's DLPack functions differ from the gates, if they do.
+
+  Args:
+    binding: the module holding them; jaxlib's own by default.
+  """
+  binding = _binding if binding is None else binding
   for name, expected in expected_binding_parameters().items():
-    found = binding_parameters(name)
-    if expected not in found:
+    found = documented_signatures(getattr(binding, name, None))
+    if not any(takes(signature, expected) for signature in found):
+      shown = [tuple(parameter for parameter, _ in signature)
+               for signature in found]
       return (f"jax-patch does not know the shape of jaxlib {lib.version_str}'s "
-              f"{name}: it documents {found or 'no signature'}, where "
-              f"jax-patch expects {expected} (extension version "
+              f"{name}: it documents {shown or 'no signature'}, where "
+              f"jax-patch passes {expected} (extension version "
               f"{EXTENSION_VERSION}; tested: {TESTED_RANGE}).")
   return None
 
 
-# Only past the tested range can the binding take a shape no gate expects;
-# there from_dlpack and to_dlpack refuse with this reason rather than guess.
-_BINDING_SHAPE_PROBLEM = (binding_shape_problem() if IS_UNTESTED_JAXLIB
-                          else None)
+# Where jaxlib's DLPack functions take a shape no gate knows, why (a JAX past
+# the tested range); None otherwise. The patch then steps aside: its entry
+# points are JAX's own (jax_patch._src.dlpack) and install() leaves JAX as it
+# is, so that no call fails where JAX's own would have worked.
+BINDING_SHAPE_PROBLEM = binding_shape_problem()
 
 
 def _bind_import(
@@ -242,11 +290,9 @@ def _bind_import(
   """The binding, called as this jaxlib's shape of it needs, with ``copy``.
 
   Bound once: every import calls it, and the binding's shape does not
-  change.
+  change. Parameters a newer jaxlib added after these keep their defaults.
   """
   convert = _binding.dlpack_managed_tensor_to_buffer
-  if _BINDING_SHAPE_PROBLEM is not None:
-    return _refuse_import
   if _BINDING_TAKES_DL_DEVICE_TYPE:
     return lambda capsule, device, stream, dl_device_type: convert(
         capsule, device, stream, copy, dl_device_type)
@@ -255,12 +301,6 @@ def _bind_import(
         capsule, device, stream, copy)
   return lambda capsule, device, stream, dl_device_type: convert(
       capsule, device, stream)
-
-
-def _refuse_import(capsule: Any, device: Any, stream: int | None,
-                   dl_device_type: int) -> Any:
-  del capsule, device, stream, dl_device_type
-  raise RuntimeError(_BINDING_SHAPE_PROBLEM)
 
 
 # import_capsule(capsule, device, stream, dl_device_type) hands a capsule to
@@ -324,3 +364,43 @@ def backends() -> dict[str, Any]:
   """
   initialised: dict[str, Any] = xla_bridge._backends  # pylint: disable=protected-access
   return initialised or xla_bridge.backends()
+
+
+# device=Format(layout, sharding): the class is jax._src.layout.Format from
+# JAX 0.6 and Layout before it (whose device-local layout was then
+# DeviceLocalLayout, and is Layout from 0.7).
+FORMAT_TYPE: type[Any] = getattr(jax_layout, "Format", None) or jax_layout.Layout
+# As users import it: jax.experimental.layout names it so on every version.
+FORMAT_NAME = f"jax.experimental.layout.{FORMAT_TYPE.__name__}"
+# Layout.AUTO's class: an instance of it is AUTO (a class of that name up to
+# JAX 0.9, AutoLayoutSingleton from 0.10, when AutoLayout became the instance).
+_AUTO_LAYOUT_TYPE: type[Any] = (getattr(jax_layout, "AutoLayoutSingleton", None)
+                                or jax_layout.AutoLayout)
+
+
+def format_parts(target_format: Any) -> tuple[Any, Any]:
+  """A ``Format``'s device-local layout and sharding, either may be None."""
+  if hasattr(target_format, "device_local_layout"):  # Before JAX 0.7.
+    return target_format.device_local_layout, target_format.sharding
+  return target_format.layout, target_format.sharding
+
+
+def is_auto_layout(layout: Any) -> bool:
+  """Whether ``layout`` is ``Layout.AUTO``, which only ``jit`` can resolve."""
+  return isinstance(layout, _AUTO_LAYOUT_TYPE)
+
+
+def layout_of(x: Any) -> Any:
+  """The device-local layout single-device ``x`` lies in."""
+  array_format = getattr(x, "format", None) or x.layout  # .layout before 0.6.
+  return format_parts(array_format)[0]
+
+
+def layout_matches(requested: Any, actual: Any) -> bool:
+  """Whether data in layout ``actual`` is in the ``requested`` layout.
+
+  A requested layout without a tiling asks only for its dimension order, as
+  JAX compares a user's layout with the one XLA chose.
+  """
+  return actual is not None and pxla.is_user_xla_layout_equal(requested,
+                                                              actual)

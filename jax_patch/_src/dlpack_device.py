@@ -35,7 +35,11 @@ from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_errors
 
 Device = Any
+# Where from_dlpack places its result. A Format (its layout and sharding)
+# is taken apart first (format_parts); the rest of the import sees devices
+# and shardings only.
 Target = Union[Device, Sharding]
+Format = Any  # jax._src.layout.Format, or Layout before JAX 0.6.
 
 # DLPack's device type codes, as dlpack.h numbers them. Upstream's
 # DLDeviceType enum has only some of them (kDLCUDAHost from JAX 0.10).
@@ -75,23 +79,59 @@ HOST_DEVICE_TYPES = frozenset({KDL_CPU, KDL_CUDA_HOST, KDL_ROCM_HOST,
 HOST_DL_DEVICE = (KDL_CPU, 0)
 
 
-def check_target(device: object) -> Target | None:
+def check_target(device: object) -> Target | Format | None:
   """Returns ``device`` if it is a valid ``from_dlpack`` target.
 
   Raises:
     InvalidDeviceError: (a ``TypeError`` and ``ValueError``) ``device`` is
-      neither ``None``, a ``jax.Device`` nor a ``jax.sharding.Sharding``.
+      neither ``None``, a ``jax.Device``, a ``jax.sharding.Sharding`` nor a
+      ``Format``.
   """
-  if device is None or isinstance(device, (xla_client.Device, Sharding)):
+  if device is None or isinstance(
+      device, (xla_client.Device, Sharding, dlpack_compat.FORMAT_TYPE)):
     return device
   hint = ""
   if isinstance(device, str):
     hint = (f" To name a device by platform, pass "
             f"jax.devices({device!r})[0].")
   raise dlpack_errors.InvalidDeviceError(
-      "from_dlpack: device must be None, a jax.Device or a "
-      f"jax.sharding.Sharding, got {device!r} of type "
-      f"{type(device).__name__}.{hint}")
+      "from_dlpack: device must be None, a jax.Device, a "
+      f"jax.sharding.Sharding or a {dlpack_compat.FORMAT_NAME}, got "
+      f"{device!r} of type {type(device).__name__}.{hint}")
+
+
+def format_parts(target_format: Format) -> tuple[Any, Target | None]:
+  """A ``Format`` target's device-local layout and sharding.
+
+  Either may be ``None``: no layout asks for none in particular, and no
+  sharding keeps the producer's device.
+
+  Raises:
+    ValueError: the layout is ``Layout.AUTO``, which only ``jit`` resolves.
+  """
+  layout, sharding = dlpack_compat.format_parts(target_format)
+  if dlpack_compat.is_auto_layout(layout):
+    raise ValueError(
+        "from_dlpack: Layout.AUTO cannot be used in place of a device-local "
+        "layout: only jit chooses it. Pass a concrete Layout, or None, in "
+        f"device={target_format!r}.")
+  return layout, sharding
+
+
+def format_obstacle(result: Any, layout: Any,
+                    sharding: Target | None) -> str | None:
+  """Why ``result`` does not lie as a ``Format`` asks; ``None`` if it does.
+
+  ``result`` is the import onto ``sharding``'s device, which JAX places in
+  its default memory kind and in the layout the producer's strides give.
+  """
+  if sharding is not None and not holds(result, sharding):
+    return (f"the data lies in memory kind {result.sharding.memory_kind} of "
+            f"{describe(result.sharding)}")
+  actual = dlpack_compat.layout_of(result)
+  if layout is not None and not dlpack_compat.layout_matches(layout, actual):
+    return f"the data lies in layout {actual}"
+  return None
 
 
 def dlpack_device_of(external_array: Any) -> tuple[int, int]:
@@ -223,13 +263,14 @@ def describe(target: Target) -> str:
   return repr(target)
 
 
-def place(array: Any, target: Target) -> Array:
+def place(array: Any, target: Target | Format,
+          may_alias: bool | None = None) -> Array:
   """Transfers (and for a multi-device sharding, shards) ``array``.
 
   Where ``target`` includes ``array``'s own device the result may share
-  memory with ``array`` there.
+  memory with ``array`` there, unless ``may_alias`` is ``False``.
   """
-  placed: Array = device_put(array, target)
+  placed: Array = device_put(array, target, may_alias=may_alias)
   return placed
 
 

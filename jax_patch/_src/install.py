@@ -147,29 +147,74 @@ def untested_jax_message() -> str | None:
           f"jax-patch was tested on {dlpack_compat.TESTED_RANGE}.")
 
 
+def stepped_aside_message(why: str) -> str:
+  """Says that the patch leaves JAX's own functions in place, and ``why``."""
+  import jax
+  from jax._src import lib
+  return (f"jax-patch leaves JAX {jax.__version__} (jaxlib {lib.version_str}) "
+          f"as it is, with JAX's own from_dlpack and __dlpack__: {why} "
+          "`jax-patch check` compares JAX's own with the patch case by case.")
+
+
 # Whether install() has warned about an untested JAX: once a process.
 _warned_untested = False
 
 
-def _warn_once_if_untested() -> None:
+def _warn_once(message: str | None) -> None:
   global _warned_untested
-  message = untested_jax_message()
   if message is not None and not _warned_untested:
     _warned_untested = True
     warnings.warn(message, UntestedJaxWarning, stacklevel=3)
 
 
+def _smoke_error() -> Exception | None:
+  """What a NumPy -> JAX -> NumPy -> JAX round trip raises, if anything.
+
+  It goes through whatever ``jax.numpy.from_dlpack`` and
+  ``jax.Array.__dlpack__`` are now: the patch's or JAX's own.
+  """
+  import jax.numpy as jnp
+  import numpy as np
+  try:
+    imported = jnp.from_dlpack(np.arange(4, dtype=np.float32))
+    np.from_dlpack(imported)
+    jnp.from_dlpack(imported, copy=True)
+  except Exception as err:  # pylint: disable=broad-except
+    return err
+  return None
+
+
 def install() -> None:
   """Patches the running JAX. Calling it again does nothing.
 
-  Warns (``UntestedJaxWarning``), the first time in a process, on a JAX newer
-  than the tested range.
+  On a JAX newer than the tested range it warns (``UntestedJaxWarning``),
+  the first time in a process, and makes sure the patch is no worse there:
+  where jaxlib's DLPack functions take a shape the patch does not know, or
+  a round trip fails through the patch but works through JAX's own
+  functions, it leaves JAX's own functions in place and warns so instead.
   """
   global _originals
   with _lock:
-    _warn_once_if_untested()
-    if _originals is None:
-      _originals = apply_patches(_patches())
+    if _originals is not None:
+      return
+    from jax_patch._src import dlpack_compat
+    if dlpack_compat.BINDING_SHAPE_PROBLEM is not None:
+      _warn_once(stepped_aside_message(dlpack_compat.BINDING_SHAPE_PROBLEM))
+      return
+    _originals = apply_patches(_patches())
+    if not dlpack_compat.IS_UNTESTED_JAXLIB:
+      return
+    error = _smoke_error()
+    if error is not None:
+      restore(_originals)
+      if _smoke_error() is None:  # JAX's own works: keep it.
+        _originals = None
+        _warn_once(stepped_aside_message(
+            f"a round trip through the patch raised "
+            f"{type(error).__name__}: {error}"))
+        return
+      _originals = apply_patches(_patches())  # JAX's own fails as well.
+    _warn_once(untested_jax_message())
 
 
 def uninstall() -> None:

@@ -345,15 +345,16 @@ def _check_in_this_mode(as_json: bool, requirements: list[str]) -> int:
   from jax_patch._src import install  # pylint: disable=g-import-not-at-top
   from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top
 
-  untested = install.untested_jax_message()
+  untested = _untested_note()
   devices = len(jax.devices("cpu"))
   mode = conformance.x64_mode()
+  width = max(60, shutil.get_terminal_size().columns - 1)
   if not as_json:
+    if untested is not None:
+      # The first line says it, before anything else.
+      print(textwrap.fill(f"UNTESTED: {untested}", width))
     print(f"jax {jax.__version__}, {devices} CPU devices, {mode}; "
           f"{len(conformance.CASES)} cases")
-    if untested is not None:
-      print(f"UNTESTED: {untested}")
-  width = max(60, shutil.get_terminal_size().columns - 1)
   if as_json:
     records = _run_cases()
   else:
@@ -371,6 +372,8 @@ def _check_in_this_mode(as_json: bool, requirements: list[str]) -> int:
               "summary": summary}
     for device, verdict in verdicts.items():
       report[f"require_{device}"] = verdict
+    if untested is not None:
+      report["worse_than_upstream"] = worse_than_upstream(records, survey)
     json.dump(report, sys.stdout, indent=2)
     print()
   else:
@@ -378,11 +381,58 @@ def _check_in_this_mode(as_json: bool, requirements: list[str]) -> int:
     _print_survey(survey, width)
     for column in ("upstream", "patched"):
       print(_summary_line(column, summary[column]))
+    if untested is not None:
+      _print_against_upstream(records, survey, width)
     for device, verdict in verdicts.items():
       _print_verdict(verdict, device, width)
   unmet = any(not verdict["met"] for verdict in verdicts.values())
+  if untested is not None:
+    # Past the tested range the patch promises only never to be worse.
+    return 1 if worse_than_upstream(records, survey) or unmet else 0
   return (1 if summary["patched"]["failed"] or unmet
           or not _survey_met(survey) else 0)
+
+
+def _untested_note() -> str | None:
+  """What the header says of a JAX past the tested range; None within it."""
+  from jax_patch._src import dlpack_compat  # pylint: disable=g-import-not-at-top
+  from jax_patch._src import install  # pylint: disable=g-import-not-at-top
+  untested = install.untested_jax_message()
+  if untested is None:
+    return None
+  if dlpack_compat.BINDING_SHAPE_PROBLEM is not None:
+    untested += (" The patch steps aside for JAX's own functions: "
+                 f"{dlpack_compat.BINDING_SHAPE_PROBLEM}")
+  return (f"{untested} Here the patch must never be worse than upstream: "
+          "the check fails only where it is.")
+
+
+def worse_than_upstream(records: list[dict[str, Any]],
+                        survey: dict[str, Any]) -> list[str]:
+  """The cases upstream passes and the patch fails (the survey by name)."""
+  from jax_patch.testing import numpy_input  # pylint: disable=g-import-not-at-top
+  worse = [record["name"] for record in records
+           if record["upstream"]["outcome"] == "passed"
+           and record["patched"]["outcome"] == "failed"]
+  upstream_rows = survey["upstream"]
+  upstream_met = (not isinstance(upstream_rows, str)
+                  and not numpy_input.broken(upstream_rows))
+  if upstream_met and not _survey_met(survey):
+    worse.append("numpy_input_survey")
+  return worse
+
+
+def _print_against_upstream(records: list[dict[str, Any]],
+                            survey: dict[str, Any], width: int) -> None:
+  """Names the cases worse than upstream, and those not yet better."""
+  worse = worse_than_upstream(records, survey)
+  not_better = [record["name"] for record in records
+                if record["upstream"]["outcome"] != "passed"
+                and record["patched"]["outcome"] == "failed"]
+  for label, names in (("WORSE than upstream", worse),
+                       ("not yet better than upstream", not_better)):
+    print(textwrap.fill(f"{label}: {', '.join(names) or 'none'}", width,
+                        subsequent_indent="  "))
 
 
 def check_both(as_json: bool = False, require_gpu: bool = False,

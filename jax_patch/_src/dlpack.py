@@ -223,21 +223,22 @@ def _from_dlpack_in_format(x: Any, target_format: dlpack_device.Format,
   is always a buffer of its own.
   """
   layout, sharding = dlpack_device.format_parts(target_format)
-  # With a layout, copy=True is met once the layout is known: by the copy
-  # into it, or by a copy of a result already in it.
-  result = array_api_from_dlpack(
-      x, device=sharding, copy=copy if layout is None else copy or None)
+  # Into a layout, copy=True is met after the import, by the copy into it or
+  # by a copy in it: the import itself need not copy too.
+  copies_after = layout is not None and dlpack_plan.plan(copy) is _COPY
+  result = array_api_from_dlpack(x, device=sharding,
+                                 copy=None if copies_after else copy)
   obstacle = dlpack_device.format_obstacle(result, layout, sharding)
-  placement = (target_format if sharding is not None
-               else dlpack_compat.FORMAT_TYPE(layout, result.sharding))
-  if obstacle is None:
-    if copy and layout is not None:
-      return _finished(dlpack_device.place(result, placement,
-                                           may_alias=False))
-    return result
+  # Raises under copy=False where the result does not lie as asked.
   dlpack_plan.plan(copy, obstacle=obstacle,
                    specified=f"device={target_format!r}")
-  return _finished(dlpack_device.place(result, placement))
+  placement = (target_format if sharding is not None
+               else dlpack_compat.FORMAT_TYPE(layout, result.sharding))
+  if obstacle is not None:
+    return _finished(dlpack_device.place(result, placement))
+  if copies_after:
+    return _finished(dlpack_device.place(result, placement, may_alias=False))
+  return result
 
 
 def _torch_tensor_type() -> type[Any] | None:

@@ -58,6 +58,7 @@ import numpy as np
 import jax
 from jax import lax
 from jax._src import config
+from jax._src import layout as jax_layout
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
@@ -650,13 +651,96 @@ def device_places_result(from_dlpack: FromDLPack) -> str:
   return f"on {devices[1]}"
 
 
+def single_device_sharding(device: Any) -> Any:
+  """A ``SingleDeviceSharding`` of ``device``, as this JAX spells one.
+
+  JAX 0.12.1 deprecates constructing the class from ``jax.sharding`` in
+  favour of ``make_single_device_sharding``, which older JAXs lack.
+  """
+  make = getattr(jax.sharding, "make_single_device_sharding", None)
+  if make is None:
+    return jax.sharding.SingleDeviceSharding(device)
+  return make(device)
+
+
+def layout(major_to_minor: tuple[int, ...]) -> Any:
+  """A device-local layout of that dimension order, as this JAX names it.
+
+  ``DeviceLocalLayout`` up to JAX 0.6, ``Layout`` from 0.7 (when the
+  ``Format`` beside it stopped being called ``Layout``).
+  """
+  layouts = vars(jax_layout)
+  return layouts.get("DeviceLocalLayout", jax_layout.Layout)(major_to_minor)
+
+
 @_case("device=<single-device Sharding> places the result on its device")
 def single_device_sharding_places_result(from_dlpack: FromDLPack) -> str:
   devices = _require_devices(2)
-  sharding = jax.sharding.SingleDeviceSharding(devices[1])
+  sharding = single_device_sharding(devices[1])
   result = from_dlpack(aligned_array((8,)), device=sharding)
   assert result.devices() == {devices[1]}, f"on {result.devices()}"
   return f"on {devices[1]}"
+
+
+@_case("device=Format(None, <single-device Sharding>) places the result on "
+       "the sharding's device")
+def format_places_result(from_dlpack: FromDLPack) -> str:
+  devices = _require_devices(2)
+  target = dlpack_compat.FORMAT_TYPE(None, single_device_sharding(devices[1]))
+  result = from_dlpack(aligned_array((8,)), device=target)
+  assert result.devices() == {devices[1]}, f"on {result.devices()}"
+  np.testing.assert_array_equal(np.asarray(result), np.arange(8))
+  return f"on {devices[1]}"
+
+
+@_case("copy=False with a Format whose layout the source already has "
+       "(x.T, dimension order (1, 0)) shares memory with it (raises where "
+       "jaxlib cannot alias it soundly)")
+def format_in_source_layout_shares(from_dlpack: FromDLPack) -> str:
+  base = aligned_array((4, 4))
+  cpu = jax.devices("cpu")[0]
+  target = dlpack_compat.FORMAT_TYPE(layout((1, 0)),
+                                     single_device_sharding(cpu))
+  if not dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT:
+    return _expect_raises(lambda: from_dlpack(base.T, device=target,
+                                              copy=False),
+                          BufferError, ValueError, mentions="copy=False")
+  result = from_dlpack(base.T, device=target, copy=False)
+  assert dlpack_compat.layout_matches(layout((1, 0)),
+                                      dlpack_compat.layout_of(result)), (
+                                          "not in the Format's layout")
+  base[0, 0] = _SENTINEL
+  assert np.asarray(result)[0, 0] == _SENTINEL, "the result did not share"
+  return "shares, in layout (1, 0)"
+
+
+@_case("copy=False with a Format whose layout the source lacks raises "
+       "BufferError (and ValueError); copy=None copies into that layout")
+def format_in_other_layout_copies(from_dlpack: FromDLPack) -> str:
+  cpu = jax.devices("cpu")[0]
+  target = dlpack_compat.FORMAT_TYPE(layout((1, 0)),
+                                     single_device_sharding(cpu))
+  source = aligned_array((4, 4))
+  refused = _expect_raises(
+      lambda: from_dlpack(source, device=target, copy=False), BufferError,
+      ValueError, mentions="copy=False")
+  result = from_dlpack(source, device=target)
+  assert dlpack_compat.layout_matches(layout((1, 0)),
+                                      dlpack_compat.layout_of(result)), (
+                                          "not in the Format's layout")
+  assert not _shares(result, source), "the copy changed with the source"
+  return f"copy=False {refused}; copy=None copies"
+
+
+@_case("device=Format(Layout.AUTO, ...) raises ValueError: only jit "
+       "chooses that layout")
+def format_auto_layout_raises(from_dlpack: FromDLPack) -> str:
+  cpu = jax.devices("cpu")[0]
+  auto = vars(jax_layout).get("DeviceLocalLayout", jax_layout.Layout).AUTO
+  target = dlpack_compat.FORMAT_TYPE(auto, single_device_sharding(cpu))
+  return _expect_raises(lambda: from_dlpack(aligned_array((8,)),
+                                            device=target),
+                        ValueError, mentions="AUTO")
 
 
 @_case("copy=True with a sharding that includes the source device copies")

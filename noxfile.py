@@ -49,15 +49,19 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent / "tools"))
 import junit_counts  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 # (jax/jaxlib, Python): one release per minor line, 0.4.35 (the oldest
-# supported) to 0.12.0.1. JAX 0.11 and later install only on Python 3.12 and
-# newer; the newest also runs on 3.13, the newest Python it supports.
+# supported) to 0.12.1, and 0.12.0.1 beside 0.12.1 (its jaxlib reads and
+# writes DLPack 1.x as 0.12.1's does, without 0.12.1's layout and copy=True
+# changes). JAX 0.11 and later install only on Python 3.12 and newer; the
+# newest also runs on 3.13, the newest Python it supports.
 MATRIX = (("0.4.35", "3.11"), ("0.4.38", "3.11"), ("0.5.3", "3.11"),
           ("0.6.2", "3.11"), ("0.7.2", "3.11"), ("0.8.2", "3.11"),
           ("0.9.2", "3.11"), ("0.10.2", "3.11"), ("0.11.2", "3.12"),
-          ("0.12.0.1", "3.12"), ("0.12.0.1", "3.13"))
+          ("0.12.0.1", "3.12"), ("0.12.1", "3.12"), ("0.12.1", "3.13"))
 # Type-checked too: the oldest and the newest, each on a Python that both
 # mypy and pytype run on (pytype 2024.10.11 has no Python 3.13).
-NEWEST = ("0.12.0.1", "3.12")
+NEWEST = ("0.12.1", "3.12")
+# The release the upstream queue's backport is cut for (upstream/backports/).
+SERIES_BASE = ("0.12.0.1", "3.12")
 TYPE_CHECKED = (MATRIX[0], NEWEST)
 # pytype reads no installed package (setup.cfg: pythonpath ".", import-error
 # off), so its verdict depends on the Python alone; Bazel's pytype_test gives
@@ -297,6 +301,40 @@ def boundary(session: nox.Session, jax: str, python_version: str) -> None:
 
 
 @nox.session(python=_interpreter(NEWEST[1]))
+def canary(session: nox.Session) -> None:
+  """The newest JAX the registry has for Python 3.12, whatever it is.
+
+  Unpinned, with the rest of the stack as a new user's ``pip install`` gets
+  it today. It prints what it installed, then runs ``check --x64 both`` and
+  the tests. Within the tested range everything must pass. Past it the
+  patch promises only never to be worse than upstream, which ``check``
+  judges (and says what is not yet better): the tests' failures are listed,
+  and a new JAX release alone can never fail this session.
+  """
+  session.install("--quiet", "--upgrade", "jax", "jaxlib", "-e", ".[test]")
+  session.run("python", "-c", "import sys, jax, jaxlib, numpy; "
+              "from jax_patch._src import dlpack_compat as c; "
+              "print('canary: jax', jax.__version__, 'jaxlib', "
+              "jaxlib.__version__, 'numpy', numpy.__version__, 'python', "
+              "sys.version.split()[0], 'extension', c.EXTENSION_VERSION); "
+              "print('canary:', 'past the tested range' if "
+              "c.IS_UNTESTED_JAXLIB else 'within the tested range', "
+              "c.TESTED_RANGE)")
+  untested = session.run(
+      "python", "-c", "from jax_patch._src import dlpack_compat as c; "
+      "print(int(c.IS_UNTESTED_JAXLIB))",
+      silent=True).strip().splitlines()[-1] == "1"
+  check = _run_step(session, "jax-patch", "check", "--x64", "both")
+  tests = _run_step(session, "python", "-m", "pytest", "-q", "-n", "auto",
+                    "tests", "--ignore=tests/typing_test.py")
+  print(f"canary: check {check}, tests {tests}"
+        + (" (past the tested range: only check's verdict counts)"
+           if untested else ""))
+  if check == "FAIL" or (tests == "FAIL" and not untested):
+    session.error("the newest JAX fails what the canary requires")
+
+
+@nox.session(python=_interpreter(SERIES_BASE[1]))
 def series(session: nox.Session) -> None:
   """The upstream patch set's backport, applied to the newest sdist, checked.
 
@@ -306,12 +344,13 @@ def series(session: nox.Session) -> None:
   own ruff and pyrefly configuration), but not JAX's tests; the checks on
   JAX main run where its repository is (docs/upstream.md).
   """
-  _install(session, NEWEST[0], "series")
+  _install(session, SERIES_BASE[0], "series")
   scratch = pathlib.Path(session.create_tmp())
   for stale in scratch.iterdir():
     session.run("rm", "-rf", str(stale), external=True)
   session.run("python", "-m", "pip", "download", "--quiet", "--no-deps",
-              "--no-binary", ":all:", f"jax=={NEWEST[0]}", "-d", str(scratch))
+              "--no-binary", ":all:", f"jax=={SERIES_BASE[0]}", "-d",
+              str(scratch))
   sdist, = scratch.glob("jax-*.tar.gz")
   session.run("tar", "-xzf", str(sdist), "-C", str(scratch), external=True)
   tree = scratch / sdist.name[:-len(".tar.gz")]

@@ -374,8 +374,8 @@ FORMAT_TYPE: type[Any] = getattr(jax_layout, "Format", None) or jax_layout.Layou
 FORMAT_NAME = f"jax.experimental.layout.{FORMAT_TYPE.__name__}"
 # Layout.AUTO's class: an instance of it is AUTO (a class of that name up to
 # JAX 0.9, AutoLayoutSingleton from 0.10, when AutoLayout became the instance).
-_AUTO_LAYOUT_TYPE: type[Any] = (getattr(jax_layout, "AutoLayoutSingleton", None)
-                                or jax_layout.AutoLayout)
+_AUTO_LAYOUT_TYPE: type[Any] = vars(jax_layout).get("AutoLayoutSingleton",
+                                                    jax_layout.AutoLayout)
 
 
 def format_parts(target_format: Any) -> tuple[Any, Any]:

@@ -176,8 +176,8 @@ def _smoke_error() -> Exception | None:
   import jax.numpy as jnp
   import numpy as np
   try:
-    imported = jnp.from_dlpack(np.arange(4, dtype=np.float32))
-    np.from_dlpack(imported)
+    imported: Any = jnp.from_dlpack(np.arange(4, dtype=np.float32))
+    np.from_dlpack(imported)  # JAX's stubs lack __dlpack__'s keywords.
     jnp.from_dlpack(imported, copy=True)
   except Exception as err:  # pylint: disable=broad-except
     return err

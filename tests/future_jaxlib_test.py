@@ -37,6 +37,7 @@ from tests import cpu_devices  # pylint: disable=g-import-not-at-top,unused-impo
 import contextlib  # pylint: disable=g-import-not-at-top
 import io
 import json
+import shutil
 import textwrap
 from typing import Any
 from unittest import mock
@@ -330,7 +331,7 @@ class UntestedCheckTest(absltest.TestCase):
     _, lines = self._check(_case("a", True, True))
     self.assertTrue(lines[0].startswith(
         f"UNTESTED: JAX {jax.__version__}"), lines[0])
-    width = max(60, check.shutil.get_terminal_size().columns - 1)
+    width = max(60, shutil.get_terminal_size().columns - 1)
     self.assertLessEqual(max(map(len, lines[:4])), width)
 
   def test_a_case_upstream_fails_too_does_not_fail_the_check(self) -> None:

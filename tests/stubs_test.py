@@ -114,16 +114,60 @@ class BuildTest(_ScratchTest):
       ours = self.package.files[stubs.STUB_PACKAGE + path[len("jax"):]]
       corrections = dict(source_patch.CORRECTIONS).get(path)
       expected = (original if corrections is None else
-                  source_patch.corrected(original, corrections.read_text()))
+                  source_patch.corrected(original, corrections.read_text(),
+                                         keep_same_shape=True))
       self.assertEqual(ours.decode(), expected, path)
 
   def test_nothing_when_jax_already_declares_the_corrections(self) -> None:
     corrected = {path: source_patch.corrected(
-        (_INSTALLED / path).read_text(), corrections.read_text())
+        (_INSTALLED / path).read_text(), corrections.read_text(),
+        keep_same_shape=True)
                  for path, corrections in source_patch.CORRECTIONS
                  if path.endswith(".pyi")}
     root = self.fake_jax(**corrected)
     self.assertEqual(stubs.build(root, "9.9").files, {})
+
+
+class SameShapeTest(absltest.TestCase):
+  """A stub JAX already declares with our parameters keeps its own types."""
+
+  _OURS = ("def from_dlpack(x: Any, /, *, device: _Device | _Sharding | None "
+           "= None,\n                copy: builtins.bool | None = None) -> "
+           "Array: ...\n")
+  # JAX 0.12.1's, which names Format as a device too.
+  _WITH_FORMAT = ("def before() -> None: ...\n"
+                  "def from_dlpack(x: Any, /, *, device: _Device | _Sharding "
+                  "| _Format | None = None,\n                copy: "
+                  "builtins.bool | None = None) -> _Array: ...\n")
+
+  def test_jax_own_declaration_with_the_same_parameters_is_kept(
+      self) -> None:
+    self.assertEqual(source_patch.corrected(self._WITH_FORMAT, self._OURS,
+                                            keep_same_shape=True),
+                     self._WITH_FORMAT)
+
+  def test_other_parameters_are_replaced(self) -> None:
+    older = ("def before() -> None: ...\n"
+             "def from_dlpack(x: Any, device: Any = None) -> Array: ...\n")
+    self.assertEqual(source_patch.corrected(older, self._OURS,
+                                            keep_same_shape=True),
+                     "def before() -> None: ...\n" + self._OURS)
+
+  def test_code_is_replaced_whatever_its_parameters(self) -> None:
+    # Vendored code: the bodies differ, so the rule is for stubs only.
+    self.assertEqual(source_patch.corrected(self._WITH_FORMAT, self._OURS),
+                     "def before() -> None: ...\n" + self._OURS)
+
+  def test_installed_jax_numpy_stub_keeps_what_jax_declares(self) -> None:
+    # Where JAX names Format (0.12.1 on), the stub package keeps it.
+    path = "jax/numpy/__init__.pyi"
+    original = (_INSTALLED / path).read_text()
+    package = stubs.build(_INSTALLED, jax.__version__)
+    ours = package.files.get(stubs.STUB_PACKAGE + path[len("jax"):])
+    if ours is not None:
+      self.assertEqual(ours.decode(), original)
+    if "_Format" in original:
+      self.assertIsNotNone(ours, "a stub package without jax.numpy")
 
 
 class RefusalTest(_ScratchTest):

@@ -30,11 +30,12 @@ import email.policy
 import json
 import pathlib
 import re
-import subprocess
 from typing import Any
 
 from absl.testing import absltest
 from absl.testing import parameterized
+
+from jax_patch._delivery import upstream_set
 
 _UPSTREAM = pathlib.Path(__file__).resolve().parent.parent / "upstream"
 _QUEUE = json.loads((_UPSTREAM / "queue.json").read_text())
@@ -49,8 +50,9 @@ def _subject(patch: pathlib.Path) -> str:
 
 def _touched(patch: pathlib.Path) -> list[str]:
   """The files a diff touches, as git reads it (``git apply --numstat``)."""
-  done = subprocess.run(["git", "apply", "--numstat", str(patch)],
-                        capture_output=True, text=True, check=True)
+  done = upstream_set.git_outside_any_repository("apply", "--numstat",
+                                                 str(patch.resolve()))
+  assert not done.returncode, done.stderr
   return [line.split("\t")[2] for line in done.stdout.splitlines()]
 
 

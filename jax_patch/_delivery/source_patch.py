@@ -25,10 +25,12 @@ edit is as small as the change.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 import dataclasses
 import os
 import pathlib
 import shutil
+from typing import Any
 
 # Not resolve(): under Bazel the runfiles tree is the project.
 _PROJECT = pathlib.Path(__file__).absolute().parents[2]
@@ -59,23 +61,13 @@ class _Declaration:
 def _declarations(source: str) -> list[_Declaration]:
   lines = source.splitlines()
   found: list[_Declaration] = []
-
-  def add(node: ast.FunctionDef | ast.AsyncFunctionDef,
-          scope: str | None) -> None:
+  for node, scope in _functions(ast.parse(source)):
     start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
     comment_start = start
     while comment_start and lines[comment_start - 1].lstrip().startswith("#"):
       comment_start -= 1
     end = node.end_lineno or node.lineno
     found.append(_Declaration((scope, node.name), start, end, comment_start))
-
-  for node in ast.parse(source).body:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-      add(node, None)
-    elif isinstance(node, ast.ClassDef):
-      for member in node.body:
-        if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
-          add(member, node.name)
   return found
 
 
@@ -90,6 +82,38 @@ def spans(source: str) -> dict[tuple[str | None, str], tuple[int, int]]:
   return found
 
 
+def _call_shapes(source: str) -> dict[tuple[str | None, str], list[Any]]:
+  """Each declaration's parameters, overload by overload, without types.
+
+  Names and kinds (positional-only, either, ``*args``, keyword-only,
+  ``**kwargs``) and which have defaults: what calls a declaration accepts,
+  as far as its annotations are left aside.
+  """
+  shapes: dict[tuple[str | None, str], list[Any]] = {}
+  for node, scope in _functions(ast.parse(source)):
+    arguments = node.args
+    shapes.setdefault((scope, node.name), []).append((
+        [a.arg for a in arguments.posonlyargs],
+        [a.arg for a in arguments.args], len(arguments.defaults),
+        arguments.vararg and arguments.vararg.arg,
+        [a.arg for a in arguments.kwonlyargs],
+        [default is not None for default in arguments.kw_defaults],
+        arguments.kwarg and arguments.kwarg.arg))
+  return shapes
+
+
+def _functions(module: ast.Module) -> Iterator[
+    tuple[ast.FunctionDef | ast.AsyncFunctionDef, str | None]]:
+  """Each top-level function and method, with its class name or ``None``."""
+  for node in module.body:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      yield node, None
+    elif isinstance(node, ast.ClassDef):
+      for member in node.body:
+        if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+          yield member, node.name
+
+
 def _indent(line: str) -> str:
   return line[:len(line) - len(line.lstrip())]
 
@@ -100,8 +124,16 @@ def _reindent(lines: list[str], indent: str) -> list[str]:
           for line in lines]
 
 
-def corrected(original: str, corrections: str) -> str:
+def corrected(original: str, corrections: str,
+              keep_same_shape: bool = False) -> str:
   """Returns ``original`` with the declarations of ``corrections`` set.
+
+  Args:
+    keep_same_shape: keep JAX's own declaration where it already takes the
+      same parameters as ours (names, kinds, which have defaults), as a
+      typing stub may: its annotations can then only be as good as ours or
+      better (JAX 0.12.1 declares ``from_dlpack``'s ``device`` with
+      ``Format`` too). Not for code, whose bodies differ.
 
   Raises:
     ValueError: a declaration JAX lacks has no earlier declaration in
@@ -110,10 +142,14 @@ def corrected(original: str, corrections: str) -> str:
   lines = original.splitlines(keepends=True)
   fix_lines = corrections.splitlines(keepends=True)
   declared = spans(original)
+  shapes = _call_shapes(original) if keep_same_shape else {}
+  fix_shapes = _call_shapes(corrections) if keep_same_shape else {}
   edits: list[tuple[int, int, list[str]]] = []
   previous: tuple[str | None, str] | None = None
   for fix in _declarations(corrections):
-    if fix.key in declared:
+    if fix.key in shapes and shapes[fix.key] == fix_shapes[fix.key]:
+      pass  # JAX's own already takes what ours does.
+    elif fix.key in declared:
       start, end = declared[fix.key]
       text = _reindent(fix_lines[fix.start:fix.end], _indent(lines[start]))
       edits.append((start, end, text))
@@ -141,7 +177,8 @@ def correct_tree(root: pathlib.Path) -> list[str]:
   for relative, corrections in CORRECTIONS:
     target = root / relative
     original = target.read_text()
-    updated = corrected(original, corrections.read_text())
+    updated = corrected(original, corrections.read_text(),
+                        keep_same_shape=relative.endswith(".pyi"))
     if updated != original:
       if target.is_symlink():
         target.unlink()

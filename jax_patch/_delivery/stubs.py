@@ -136,7 +136,7 @@ def build(jax_root: pathlib.Path, jax_version: str) -> StubPackage:
     refusal = _refusal(jax_version, path, original, ours)
     if refusal is not None:
       raise StubsError(refusal)
-    corrected = source_patch.corrected(original, ours)
+    corrected = source_patch.corrected(original, ours, keep_same_shape=True)
     changed = changed or corrected != original
     files[_stub_path(path)] = corrected.encode("utf-8")
   if not changed:

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pathlib
 import re
 import subprocess
+import tempfile
 
 INTEROP_TEST = "tests/array_interoperability_test.py"
 _QUEUE = "queue.json"
@@ -118,11 +120,27 @@ def touched_files(patch: pathlib.Path) -> list[str]:
   Raises:
     PatchSetError: git cannot read it.
   """
-  done = subprocess.run(["git", "apply", "--numstat", str(patch)],
-                        capture_output=True, text=True, check=False)
+  done = git_outside_any_repository("apply", "--numstat",
+                                    str(pathlib.Path(patch).resolve()))
   if done.returncode:
     raise PatchSetError(f"{patch}: {done.stderr.strip()}")
   return [line.split("\t")[2] for line in done.stdout.splitlines()]
+
+
+def git_outside_any_repository(
+    *args: str) -> subprocess.CompletedProcess[str]:
+  """Runs ``git ARGS`` where it finds no repository.
+
+  Inside a repository's subfolder ``git apply`` leaves out the paths outside
+  that folder, and this checkout may lie inside someone's repository (a
+  monorepo, a vendored subfolder): git runs in an empty folder instead, and
+  looks no further up than it.
+  """
+  with tempfile.TemporaryDirectory() as empty:
+    return subprocess.run(
+        ["git", *args], capture_output=True, text=True, check=False,
+        cwd=empty, env={**os.environ,
+                        "GIT_CEILING_DIRECTORIES": str(pathlib.Path(empty).parent)})
 
 
 def file_diffs(patch_text: str) -> dict[str, list[str]]:

@@ -238,7 +238,8 @@ def plan(root: pathlib.Path, skipped: list[str] | None = None,
     if before is None:
       raise VendorError(f"{root} has no {path} to correct.")
     corrected = source_patch.corrected(before.decode(),
-                                       corrections.read_text())
+                                       corrections.read_text(),
+                                       keep_same_shape=path.endswith(".pyi"))
     changes.append(FileChange(path, before, corrected.encode()))
   if _is_checkout(root):
     for ours, theirs in VENDORED_TEST_MODULES.items():

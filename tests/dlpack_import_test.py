@@ -930,7 +930,8 @@ class MisalignedDeviceDataTest(parameterized.TestCase):
                             (1, 4, False), (13, 4, False))
   def test_only_gpu_data_off_16_bytes_is_refused_an_alias(
       self, dl_device_type: int, offset: int, refused: bool) -> None:
-    array: Any = conformance.aligned_array((8,))  # pytype: no __dlpack__.
+    # Any: pytype's NumPy stubs lack __dlpack__.
+    array: Any = conformance.aligned_array((8,))
     info = dlpack_capsule.inspect(array.__dlpack__())._replace(
         address=1 << 20 | offset)
     self.enter_context(mock.patch.object(  # The real rule, not setUp's.

@@ -366,10 +366,10 @@ def _check_in_this_mode(as_json: bool, requirements: list[str]) -> int:
   verdicts = {device: requirement_verdict(records, device)
               for device in requirements}
   if as_json:
-    report = {"jax": jax.__version__, "cpu_devices": devices,
-              "x64": mode.split()[-1], "untested": untested,
-              "cases": records, "numpy_input": _survey_json(survey),
-              "summary": summary}
+    report: dict[str, Any] = {
+        "jax": jax.__version__, "cpu_devices": devices,
+        "x64": mode.split()[-1], "untested": untested, "cases": records,
+        "numpy_input": _survey_json(survey), "summary": summary}
     for device, verdict in verdicts.items():
       report[f"require_{device}"] = verdict
     if untested is not None:

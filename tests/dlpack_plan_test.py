@@ -31,10 +31,10 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import jax
 import jax.numpy as jnp
-from jax.sharding import SingleDeviceSharding
 
 from jax_patch._src import dlpack
 from jax_patch._src import dlpack_plan
+from jax_patch.testing import conformance
 
 _SHARE = dlpack_plan.SHARE
 _SHARE_OR_COPY = dlpack_plan.SHARE_OR_COPY
@@ -59,7 +59,7 @@ class CopyNoneTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
       ("same_device", lambda: _cpu()),
-      ("its_sharding", lambda: SingleDeviceSharding(_cpu())),
+      ("its_sharding", lambda: conformance.single_device_sharding(_cpu())),
       ("another_device", lambda: cpu_devices.require(2)[1]))
   def test_any_target_shares_or_copies(self, target: Any) -> None:
     # A move is allowed: placing the shared import copies it there.
@@ -104,7 +104,7 @@ class CopyFalseTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ("no_target", lambda: None),
       ("same_device", lambda: _cpu()),
-      ("its_sharding", lambda: SingleDeviceSharding(_cpu())))
+      ("its_sharding", lambda: conformance.single_device_sharding(_cpu())))
   def test_shares_where_the_data_stays(self, target: Any) -> None:
     self.assertIs(dlpack_plan.plan(False, target(), _cpu()), _SHARE)
 

@@ -143,7 +143,7 @@ class PlacementTest(parameterized.TestCase):
     mesh = Mesh(np.array(devices), ("x",))
     return {
         "device": devices[1],
-        "sharding": jax.sharding.SingleDeviceSharding(devices[2]),
+        "sharding": conformance.single_device_sharding(devices[2]),
         "multi_device_sharding": NamedSharding(
             mesh, PartitionSpec("x")),
     }

@@ -213,6 +213,13 @@ def _runs_past_the_range() -> bool:
 class FutureJaxlibTest(absltest.TestCase):
   """A fresh process over a double of a future jaxlib (the module doc)."""
 
+  def assert_every_call_works(self, seen: dict[str, Any]) -> None:
+    """Import (sharing), export and copy, all through the double."""
+    self.assertTrue(seen["installed_shares"])
+    self.assertEqual(seen["exported"], [0.0, 1.0, 2.0])
+    self.assertEqual(seen["copied"], 5.0)
+    self.assertGreater(seen["calls"], 0, "the double was not called")
+
   def test_gained_defaulted_parameter_is_called_as_before(self) -> None:
     seen = _run_future(gained="future: int = ...")
     self.assertEqual(seen["untested"], _runs_past_the_range())
@@ -220,10 +227,7 @@ class FutureJaxlibTest(absltest.TestCase):
     self.assertTrue(seen["direct_shares"], "the patch did not share")
     self.assertFalse(seen["direct_is_jax_own"])
     self.assertTrue(seen["installed"])
-    self.assertTrue(seen["installed_shares"])
-    self.assertEqual(seen["exported"], [0.0, 1.0, 2.0])
-    self.assertEqual(seen["copied"], 5.0)
-    self.assertGreater(seen["calls"], 0, "the double was not called")
+    self.assert_every_call_works(seen)
     if not _runs_past_the_range():
       self.assertEmpty(seen["warnings"])
       return
@@ -236,14 +240,10 @@ class FutureJaxlibTest(absltest.TestCase):
     self.assertEqual(seen["untested"], _runs_past_the_range())
     self.assertIn("dlpack_managed_tensor_to_buffer", seen["problem"])
     self.assertIn("'order'", seen["problem"])
-    # Every call works, as JAX's own, which the double serves.
     self.assertTrue(seen["direct_is_jax_own"])
     self.assertTrue(seen["direct_shares"])
     self.assertFalse(seen["installed"])
-    self.assertTrue(seen["installed_shares"])
-    self.assertEqual(seen["exported"], [0.0, 1.0, 2.0])
-    self.assertEqual(seen["copied"], 5.0)
-    self.assertGreater(seen["calls"], 0, "the double was not called")
+    self.assert_every_call_works(seen)
     warned, = seen["warnings"]
     self.assertIn(f"JAX {jax.__version__}", warned)
     self.assertIn("leaves JAX", warned)

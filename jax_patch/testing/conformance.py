@@ -346,10 +346,21 @@ def copy_false_aligned_shares(from_dlpack: FromDLPack) -> str:
 @_case("copy=False on transposed input shares memory with the source "
        "(raises where jaxlib cannot alias it soundly)")
 def copy_false_transposed_shares(from_dlpack: FromDLPack) -> str:
+  return _transposed_shares(from_dlpack)
+
+
+def _transposed_shares(from_dlpack: FromDLPack,
+                       check: Callable[[Any], None] = lambda result: None,
+                       **kwargs: Any) -> str:
+  """``copy=False`` on ``x.T`` shares, or raises where jaxlib cannot.
+
+  ``check`` looks at the result before the source is written to.
+  """
   base = aligned_array((4, 4))
   if not dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT:
-    return _copy_false_refuses(from_dlpack, base.T)
-  result = from_dlpack(base.T, copy=False)
+    return _copy_false_refuses(from_dlpack, base.T, **kwargs)
+  result = from_dlpack(base.T, copy=False, **kwargs)
+  check(result)
   base[0, 0] = _SENTINEL
   assert np.asarray(result)[0, 0] == _SENTINEL, "the result did not share"
   return "shares"
@@ -391,9 +402,9 @@ def wrong_uses(result: jax.Array, expected: np.ndarray[Any, Any],
 
 
 def _copy_false_refuses(from_dlpack: FromDLPack,
-                        source: np.ndarray[Any, Any]) -> str:
-  return _expect_raises(lambda: from_dlpack(source, copy=False), BufferError,
-                        ValueError, mentions="copy=False")
+                        source: np.ndarray[Any, Any], **kwargs: Any) -> str:
+  return _expect_raises(lambda: from_dlpack(source, copy=False, **kwargs),
+                        BufferError, ValueError, mentions="copy=False")
 
 
 @_case("copy=False on int64 input, x64 off (narrowed to int32: a copy), "
@@ -664,13 +675,28 @@ def single_device_sharding(device: Any) -> Any:
 
 
 def layout(major_to_minor: tuple[int, ...]) -> Any:
-  """A device-local layout of that dimension order, as this JAX names it.
+  """A device-local layout of that dimension order, as this JAX names it."""
+  return _layout_type()(major_to_minor)
 
-  ``DeviceLocalLayout`` up to JAX 0.6, ``Layout`` from 0.7 (when the
-  ``Format`` beside it stopped being called ``Layout``).
+
+def _layout_type() -> Any:
+  """``DeviceLocalLayout`` up to JAX 0.6, ``Layout`` from 0.7.
+
+  (When the ``Format`` beside it stopped being called ``Layout``.)
   """
-  layouts = vars(jax_layout)
-  return layouts.get("DeviceLocalLayout", jax_layout.Layout)(major_to_minor)
+  return vars(jax_layout).get("DeviceLocalLayout", jax_layout.Layout)
+
+
+def _cpu_format(device_local_layout: Any) -> Any:
+  """A ``Format`` of that layout on the first CPU device."""
+  return dlpack_compat.FORMAT_TYPE(
+      device_local_layout, single_device_sharding(jax.devices("cpu")[0]))
+
+
+def _assert_in_layout(result: Any, major_to_minor: tuple[int, ...]) -> None:
+  assert dlpack_compat.layout_matches(layout(major_to_minor),
+                                      dlpack_compat.layout_of(result)), (
+                                          "not in the Format's layout")
 
 
 @_case("device=<single-device Sharding> places the result on its device")
@@ -697,37 +723,19 @@ def format_places_result(from_dlpack: FromDLPack) -> str:
        "(x.T, dimension order (1, 0)) shares memory with it (raises where "
        "jaxlib cannot alias it soundly)")
 def format_in_source_layout_shares(from_dlpack: FromDLPack) -> str:
-  base = aligned_array((4, 4))
-  cpu = jax.devices("cpu")[0]
-  target = dlpack_compat.FORMAT_TYPE(layout((1, 0)),
-                                     single_device_sharding(cpu))
-  if not dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT:
-    return _expect_raises(lambda: from_dlpack(base.T, device=target,
-                                              copy=False),
-                          BufferError, ValueError, mentions="copy=False")
-  result = from_dlpack(base.T, device=target, copy=False)
-  assert dlpack_compat.layout_matches(layout((1, 0)),
-                                      dlpack_compat.layout_of(result)), (
-                                          "not in the Format's layout")
-  base[0, 0] = _SENTINEL
-  assert np.asarray(result)[0, 0] == _SENTINEL, "the result did not share"
-  return "shares, in layout (1, 0)"
+  return _transposed_shares(from_dlpack,
+                            lambda result: _assert_in_layout(result, (1, 0)),
+                            device=_cpu_format(layout((1, 0))))
 
 
 @_case("copy=False with a Format whose layout the source lacks raises "
        "BufferError (and ValueError); copy=None copies into that layout")
 def format_in_other_layout_copies(from_dlpack: FromDLPack) -> str:
-  cpu = jax.devices("cpu")[0]
-  target = dlpack_compat.FORMAT_TYPE(layout((1, 0)),
-                                     single_device_sharding(cpu))
+  target = _cpu_format(layout((1, 0)))
   source = aligned_array((4, 4))
-  refused = _expect_raises(
-      lambda: from_dlpack(source, device=target, copy=False), BufferError,
-      ValueError, mentions="copy=False")
+  refused = _copy_false_refuses(from_dlpack, source, device=target)
   result = from_dlpack(source, device=target)
-  assert dlpack_compat.layout_matches(layout((1, 0)),
-                                      dlpack_compat.layout_of(result)), (
-                                          "not in the Format's layout")
+  _assert_in_layout(result, (1, 0))
   assert not _shares(result, source), "the copy changed with the source"
   return f"copy=False {refused}; copy=None copies"
 
@@ -735,9 +743,7 @@ def format_in_other_layout_copies(from_dlpack: FromDLPack) -> str:
 @_case("device=Format(Layout.AUTO, ...) raises ValueError: only jit "
        "chooses that layout")
 def format_auto_layout_raises(from_dlpack: FromDLPack) -> str:
-  cpu = jax.devices("cpu")[0]
-  auto = vars(jax_layout).get("DeviceLocalLayout", jax_layout.Layout).AUTO
-  target = dlpack_compat.FORMAT_TYPE(auto, single_device_sharding(cpu))
+  target = _cpu_format(_layout_type().AUTO)
   return _expect_raises(lambda: from_dlpack(aligned_array((8,)),
                                             device=target),
                         ValueError, mentions="AUTO")

@@ -143,6 +143,20 @@ class PathTest(_ScratchTest):
     self.assertEqual((run.returncode, run.stdout), (2, ""), run.stderr)
     self.assert_one_error_line("stubs", run.stderr, "not a directory")
 
+  def test_file_commands_start_without_jax(self) -> None:
+    # JAX prints warnings at import on some hosts (a TPU's): a command that
+    # reads files must not import it, so its error stays one line.
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "jax_patch", "stubs",
+         "--out", str(self.file / "typings")], capture_output=True,
+        text=True, timeout=300, check=False, env=fresh_process.environment())
+    imported = [line.rsplit("|", 1)[-1].strip()
+                for line in run.stderr.splitlines()
+                if line.startswith("import time:")]
+    self.assertIn("jax_patch._delivery.cli", imported)
+    self.assertNotIn("jax", imported)
+    self.assertEqual(run.returncode, 2, run.stderr)
+
   def test_stubs_failing_midway_leaves_nothing_half_written(self) -> None:
     out = self.scratch / "new" / "typings"
     status, _, err = self._stubs_failing_at_third_file(out)

@@ -67,8 +67,9 @@ TYPE_CHECKED = (MATRIX[0], NEWEST)
 # off), so its verdict depends on the Python alone; Bazel's pytype_test gives
 # it for CI's Python 3.11. Of the edges, only the newest's Python needs it.
 PYTYPE_CHECKED = (NEWEST,)
-# Run with jax_enable_x64 on as well as off: the same edges.
-BOTH_X64_MODES = TYPE_CHECKED
+# Run with jax_enable_x64 on as well as off: the edges, and the newest JAX
+# on the newest Python.
+BOTH_X64_MODES = TYPE_CHECKED + (("0.12.1", "3.13"),)
 STEPS = ("tests", "tests x64", "check", "vendor", "types", "memory")
 
 # The releases on either side of each gate in jax_patch/_src/dlpack_compat.py

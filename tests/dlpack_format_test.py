@@ -114,6 +114,12 @@ class FormatWithoutLayoutTest(cpu_devices.CpuDefaultTestCase):
 class FormatLayoutTest(cpu_devices.CpuDefaultTestCase):
   """A Format's layout: kept where the data has it, copied into otherwise."""
 
+  def _require_cpu_layouts(self) -> None:
+    if not dlpack_compat.JAX_HOLDS_CPU_LAYOUTS:
+      self.skipTest("JAX before 0.5.1 holds CPU arrays in their default "
+                    "layout only: test_layout_this_jax_cannot_hold_raises "
+                    "pins what happens instead")
+
   def _require_compact_aliases(self) -> None:
     if not dlpack_compat.JAXLIB_ALIASES_ANY_COMPACT_LAYOUT:
       self.skipTest("this jaxlib cannot alias a transposed layout soundly "
@@ -145,6 +151,7 @@ class FormatLayoutTest(cpu_devices.CpuDefaultTestCase):
 
   def test_source_layout_copy_true_is_independent_in_that_layout(
       self) -> None:
+    self._require_cpu_layouts()
     base, source = _transposed()
     expected = np.array(source)
     result = jax_patch.from_dlpack(source, device=_on_cpu((1, 0)), copy=True)
@@ -154,6 +161,7 @@ class FormatLayoutTest(cpu_devices.CpuDefaultTestCase):
 
   @parameterized.named_parameters(("copy_none", None), ("copy_true", True))
   def test_other_layout_copies_into_it(self, copy: bool | None) -> None:
+    self._require_cpu_layouts()
     source = conformance.aligned_array((4, 4))
     expected = np.array(source)
     result = jax_patch.from_dlpack(source, device=_on_cpu((1, 0)), copy=copy)
@@ -164,6 +172,7 @@ class FormatLayoutTest(cpu_devices.CpuDefaultTestCase):
     np.testing.assert_array_equal(np.asarray(result @ jnp.eye(4)), expected)
 
   def test_other_layout_copy_false_raises_the_standards_error(self) -> None:
+    self._require_cpu_layouts()
     source = conformance.aligned_array((4, 4))
     with self.assertRaisesRegex(
         jax_patch.CopyRequiredError,
@@ -174,12 +183,23 @@ class FormatLayoutTest(cpu_devices.CpuDefaultTestCase):
     self.assertIsInstance(raised.exception, ValueError)
 
   def test_jax_array_in_another_layout_is_copied_into_it(self) -> None:
+    self._require_cpu_layouts()
     source = jnp.arange(16.0, dtype=jnp.float32).reshape(4, 4)
     with self.assertRaises(jax_patch.CopyRequiredError):
       jax_patch.from_dlpack(source, device=_on_cpu((1, 0)), copy=False)
     result = jax_patch.from_dlpack(source, device=_on_cpu((1, 0)))
     self.assertTrue(_in_layout(result, (1, 0)))
     np.testing.assert_array_equal(np.asarray(result), np.asarray(source))
+
+  @parameterized.named_parameters(("copy_none", None), ("copy_false", False))
+  def test_layout_this_jax_cannot_hold_raises(self, copy: bool | None) -> None:
+    if dlpack_compat.JAX_HOLDS_CPU_LAYOUTS:
+      self.skipTest("this JAX holds CPU arrays in any layout: "
+                    "test_other_layout_copies_into_it shows it")
+    with self.assertRaisesRegex(ValueError, "before JAX 0.5.1") as raised:
+      jax_patch.from_dlpack(conformance.aligned_array((4, 4)),
+                            device=_on_cpu((1, 0)), copy=copy)
+    self.assertNotIsInstance(raised.exception, BufferError)
 
   def test_int64_with_x64_off_is_narrowed_copy_else_shared(self) -> None:
     # x64 off: int64 becomes int32, a copy copy=False refuses. x64 on:

@@ -390,6 +390,12 @@ def is_auto_layout(layout: Any) -> bool:
   return isinstance(layout, _AUTO_LAYOUT_TYPE)
 
 
+# Whether JAX can hold a CPU array in a layout other than the default: before
+# 0.5.1 XLA's CPU compiler overrides the layout asked for, and JAX fails
+# ("Unexpected XLA layout override"), as it does computing with such an alias.
+JAX_HOLDS_CPU_LAYOUTS = EXTENSION_VERSION >= JAXLIB_0_5_1
+
+
 def layout_of(x: Any) -> Any:
   """The device-local layout single-device ``x`` lies in."""
   array_format = getattr(x, "format", None) or x.layout  # .layout before 0.6.

@@ -124,14 +124,23 @@ def format_obstacle(result: Any, layout: Any,
 
   ``result`` is the import onto ``sharding``'s device, which JAX places in
   its default memory kind and in the layout the producer's strides give.
+
+  Raises:
+    ValueError: no copy can lie so: JAX before 0.5.1 holds CPU arrays in
+      their default layout only.
   """
   if sharding is not None and not holds(result, sharding):
     return (f"the data lies in memory kind {result.sharding.memory_kind} of "
             f"{describe(result.sharding)}")
   actual = dlpack_compat.layout_of(result)
-  if layout is not None and not dlpack_compat.layout_matches(layout, actual):
-    return f"the data lies in layout {actual}"
-  return None
+  if layout is None or dlpack_compat.layout_matches(layout, actual):
+    return None
+  if not dlpack_compat.JAX_HOLDS_CPU_LAYOUTS and is_host(result.sharding):
+    raise ValueError(
+        f"from_dlpack: this JAX cannot hold a CPU array in layout {layout}: "
+        "before JAX 0.5.1, XLA's CPU arrays keep their default layout "
+        f"({actual} here). Pass a Format without a layout.")
+  return f"the data lies in layout {actual}"
 
 
 def dlpack_device_of(external_array: Any) -> tuple[int, int]:

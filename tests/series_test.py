@@ -31,6 +31,7 @@ import importlib.util
 import io
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -396,6 +397,47 @@ class NewTestsTest(absltest.TestCase):
         "import no_such_module_here\n")
     self.assertEqual(series_runs.tests_not_failing(
         self.repo, sys.executable, ["testFails", "testPasses"]), {})
+
+
+class GateToolsTest(absltest.TestCase):
+  """`series --python PY` says in one line what PY lacks, and the extra."""
+
+  def setUp(self) -> None:
+    super().setUp()
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="jax-patch-bare-"))
+    self.addCleanup(shutil.rmtree, scratch, ignore_errors=True)
+    # A Python with nothing installed: the venv module, without pip.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip",
+                    str(scratch / "venv")], check=True)
+    self.bare = str(scratch / "venv" / "bin" / "python")
+
+  def test_a_bare_python_lacks_both(self) -> None:
+    self.assertEqual(series_gates.missing_gate_tools(self.bare),
+                     ["ruff", "pyrefly"])
+
+  def test_this_python_has_them_when_the_extra_is_installed(self) -> None:
+    have = [name for name in series_gates.GATE_TOOLS
+            if importlib.util.find_spec(name) is not None]
+    self.assertEqual(series_gates.missing_gate_tools(sys.executable),
+                     [name for name in series_gates.GATE_TOOLS
+                      if name not in have])
+
+  def test_the_command_fails_in_one_line_naming_the_extra(self) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "jax_patch", "series", "--against",
+         str(pathlib.Path(tempfile.gettempdir())), "--python", self.bare],
+        capture_output=True, text=True, check=False)
+    self.assertEqual(done.returncode, 1, done.stderr)
+    self.assertEqual(done.stderr.count("\n"), 1, done.stderr)
+    self.assertIn("lacks ruff and pyrefly", done.stderr)
+    self.assertIn("pip install 'jax-patch[series]'", done.stderr)
+
+  def test_runtime_only_needs_neither(self) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "jax_patch", "series", "--against",
+         str(pathlib.Path(tempfile.gettempdir())), "--python", self.bare,
+         "--runtime-only"], capture_output=True, text=True, check=False)
+    self.assertNotIn("lacks", done.stderr)
 
 
 class SummaryTest(absltest.TestCase):

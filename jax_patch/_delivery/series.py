@@ -65,8 +65,16 @@ def check(root: pathlib.Path, patch_set: upstream_set.PatchSet, python: str,
     0 when every check passes, 1 otherwise.
 
   Raises:
-    series_tree.SeriesError: ``root`` is no JAX tree the series is for.
+    series_tree.SeriesError: ``root`` is no JAX tree the series is for, or
+      ``python`` lacks the gates' tools.
   """
+  if gates:
+    missing = series_gates.missing_gate_tools(python)
+    if missing:
+      raise series_tree.SeriesError(
+          f"--python {python} lacks {' and '.join(missing)}, which JAX's "
+          "pre-commit gates run: install them there with pip install "
+          f"'jax-patch[{series_gates.GATE_EXTRA}]' (or pass --runtime-only)")
   target = series_tree.read_target(root)
   touched = sorted({name for pr in patch_set.pull_requests
                     for name in upstream_set.touched_files(pr.patch)})

@@ -26,6 +26,7 @@ import collections
 import json
 import pathlib
 import shutil
+import subprocess
 
 from jax_patch._delivery import series_tree
 
@@ -93,6 +94,24 @@ def _parsed_problems(repo: pathlib.Path, python: str,
     raise series_tree.SeriesError(f"check-ast did not run in {python}: "
                                   f"{done.stderr[-1000:]}")
   return done.stdout.splitlines()
+
+
+# The tools JAX's pre-commit gates run, each a Python package, and the
+# jax-patch extra that pins them.
+GATE_TOOLS = ("ruff", "pyrefly")
+GATE_EXTRA = "series"
+
+
+def missing_gate_tools(python: str) -> list[str]:
+  """The gate tools ``python`` cannot run, in ``GATE_TOOLS`` order."""
+  done = subprocess.run(
+      [python, "-c", "import importlib.util, sys; print(' '.join(name for "
+       "name in sys.argv[1:] if importlib.util.find_spec(name) is None))",
+       *GATE_TOOLS], capture_output=True, text=True, check=False)
+  if done.returncode:
+    raise series_tree.SeriesError(
+        f"--python {python} does not run: {done.stderr.strip()[-300:]}")
+  return done.stdout.split()
 
 
 def pyrefly_errors(repo: pathlib.Path,

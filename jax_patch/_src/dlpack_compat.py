@@ -322,9 +322,10 @@ JAXLIB_COPIES_UNALIGNED = _BINDING_TAKES_COPY
 import_aliasing_or_copying = _bind_import(None)
 
 
-# Whether JAX keeps its current trace in a context variable (JAX 0.4.36 on,
-# which replaced the trace stack): then the eval trace at the top axis
-# environment is the untransformed state, read in two lookups.
+# Whether JAX keeps its current trace in context variables of jax._src.core
+# (JAX 0.10 on; 0.4.36 to 0.9 keep it in a thread-local TracingContext):
+# then the eval trace at the top axis environment is the untransformed
+# state, read in two lookups.
 _TRACE_CONTEXT = tuple(getattr(core, name, None) for name in (
     "trace_state_strong_ref", "eval_trace", "axis_env_state", "top_axis_env"))
 JAX_HAS_TRACE_CONTEXT = None not in _TRACE_CONTEXT

@@ -330,6 +330,72 @@ class ApplyTest(absltest.TestCase):
                      [])
 
 
+class ExtensionVersionTest(absltest.TestCase):
+  """Two C++ changes each bump jaxlib's extension version: merged in order,
+  the newer number stays, as a maintainer resolves the conflict."""
+
+  def setUp(self) -> None:
+    super().setUp()
+    scratch = tempfile.TemporaryDirectory()
+    self.addCleanup(scratch.cleanup)
+    self.scratch = pathlib.Path(scratch.name)
+    self.root = _fake_tree(self.scratch / "jax-src", "0.11.0",
+                           "one\ntwo\nthree\n")
+    (self.root / "CHANGELOG.md").write_text(_CHANGELOG)
+    self.version_file = self.root / series_tree.EXTENSION_VERSION_FILE
+    self.version_file.parent.mkdir()
+    self.version_file.write_text(
+        "# Bump the number with a comment.\n\n"
+        "_version = 479  # A change already in.\n\nother = 1\n")
+    author = self.scratch / "author"
+    subprocess.run(["cp", "-r", str(self.root), str(author)], check=True)
+    _git(author, "init", "-q")
+    _git(author, "add", "-A")
+    _git(author, "commit", "-q", "-m", "base")
+    base = _git(author, "rev-parse", "HEAD").strip()
+    self.patches = {}
+    for version, word in ((526, "one"), (527, "three")):
+      _git(author, "checkout", "-q", "-B", f"v{version}", base)
+      dlpack = author / "jax/_src/dlpack.py"
+      dlpack.write_text(dlpack.read_text().replace(word, word.upper()))
+      versions = author / series_tree.EXTENSION_VERSION_FILE
+      versions.write_text(versions.read_text().replace(
+          "_version = 479  # A change already in.",
+          f"_version = {version}  # Change {version}."))
+      _git(author, "commit", "-q", "-am", f"change {version}")
+      out = _git(author, "format-patch", "-1", "--zero-commit",
+                 "--start-number", str(version), "-o", str(self.scratch))
+      self.patches[version] = upstream_set.PullRequest(
+          version, pathlib.Path(out.strip()), f"change {version}", ())
+    self.target = series_tree.read_target(self.root)
+
+  def _stacked(self, *order: int) -> str:
+    repo = series_tree.scratch_repo(
+        self.target, self.scratch / "-".join(map(str, order)),
+        ["CHANGELOG.md", series_tree.EXTENSION_VERSION_FILE])
+    for version in order:
+      self.assertEqual(
+          series_tree.apply_pull_request(repo, self.patches[version]), [])
+    self.assertEqual((repo / "jax/_src/dlpack.py").read_text(),
+                     "ONE\ntwo\nTHREE\n")
+    return (repo / series_tree.EXTENSION_VERSION_FILE).read_text()
+
+  def test_the_newer_number_stays_whatever_the_order(self) -> None:
+    for order in ((526, 527), (527, 526)):
+      versions = self._stacked(*order)
+      self.assertIn("_version = 527  # Change 527.\n", versions)
+      self.assertNotIn("526", versions)
+      self.assertIn("other = 1\n", versions)
+
+  def test_a_bump_alone_is_read_and_anything_more_is_not(self) -> None:
+    self.assertEqual(series_tree.extension_version_bump(
+        self.patches[526].text()), "_version = 526  # Change 526.")
+    more = self.patches[526].text().replace(
+        "+_version = 526  # Change 526.\n",
+        "+_version = 526  # Change 526.\n+extra = 2\n")
+    self.assertIsNone(series_tree.extension_version_bump(more))
+
+
 class ReproducerTest(absltest.TestCase):
   """What a report's reproducer says, as the series reads it."""
 

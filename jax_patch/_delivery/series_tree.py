@@ -176,24 +176,96 @@ def _preimages(text: str) -> list[tuple[str, str]]:
   return found
 
 
+# jaxlib's extension version, which each C++ change bumps on one line so
+# that two changes claiming one number conflict there; merged in order, the
+# later one's number goes in, as a maintainer resolves that conflict.
+EXTENSION_VERSION_FILE = "jaxlib/xla_client.py"
+_EXTENSION_VERSION_LINE = re.compile(r"^_version = (\d+)\b.*$", re.MULTILINE)
+
+
+def extension_version_bump(patch_text: str) -> str | None:
+  """The ``_version = N  # ...`` line a patch sets, if that is all it changes
+  in ``EXTENSION_VERSION_FILE``; else ``None``."""
+  lines = upstream_set.file_diffs(patch_text).get(EXTENSION_VERSION_FILE, [])
+  changed = _changed_lines(lines)
+  added = [line[1:] for line in changed if line.startswith("+")]
+  if (len(changed) != 2 or len(added) != 1
+      or not _EXTENSION_VERSION_LINE.fullmatch(added[0])):
+    return None
+  return added[0]
+
+
+_HUNK_HEADER = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+
+
+def _changed_lines(file_diff: list[str]) -> list[str]:
+  """The added and removed lines of one file's part of a diff.
+
+  Each hunk is read for as many lines as its header counts, so that what
+  follows the last one (``git format-patch``'s ``-- `` signature) is not.
+  """
+  changed: list[str] = []
+  old = new = 0
+  for line in file_diff:
+    header = _HUNK_HEADER.match(line)
+    if header:
+      old, new = (int(count) if count is not None else 1
+                  for count in header.groups())
+    elif old or new:
+      if line.startswith("-"):
+        old -= 1
+        changed.append(line)
+      elif line.startswith("+"):
+        new -= 1
+        changed.append(line)
+      else:
+        old -= 1
+        new -= 1
+  return changed
+
+
+def _set_extension_version(repo: pathlib.Path, line: str) -> None:
+  """Puts ``line`` in place of the file's own, where its number is newer."""
+  path = repo / EXTENSION_VERSION_FILE
+  text = path.read_text()
+  current = _EXTENSION_VERSION_LINE.search(text)
+  new = _EXTENSION_VERSION_LINE.fullmatch(line)
+  assert current is not None and new is not None
+  if int(new.group(1)) > int(current.group(1)):
+    path.write_text(text[:current.start()] + line + text[current.end():])
+
+
 def apply_pull_request(repo: pathlib.Path, pull_request: upstream_set.PullRequest,
                        left_out: Sequence[str] = (),
                        three_way: bool = True) -> list[Conflict]:
   """Commits a pull request's file on ``repo``'s HEAD, as a maintainer would.
 
   ``git am`` (``-3`` with ``three_way``) without its CHANGELOG.md hunk and
-  ``left_out``, then its CHANGELOG.md entry placed last in its section.
+  ``left_out``, then its CHANGELOG.md entry placed last in its section. A
+  bump of jaxlib's extension version alone goes in the same way: the newer
+  number stays (``extension_version_bump``).
 
   Returns:
     What did not apply (nothing was committed then), or ``[]``.
   """
   excluded = [series_changelog.CHANGELOG, *left_out]
+  version_line = extension_version_bump(pull_request.text())
+  placed_version = (version_line is not None
+                    and EXTENSION_VERSION_FILE not in left_out
+                    and (repo / EXTENSION_VERSION_FILE).is_file())
+  if placed_version:
+    excluded.append(EXTENSION_VERSION_FILE)
   flags = [f"--exclude={name}" for name in excluded]
   done = git_run(repo, "am", "-q", *(["-3"] if three_way else []), *flags,
                  str(pull_request.patch))
   if done.returncode:
     git_run(repo, "am", "--abort")
     return _conflicts(repo, pull_request.patch, flags)
+  if placed_version:
+    assert version_line is not None
+    _set_extension_version(repo, version_line)
+    git(repo, "add", EXTENSION_VERSION_FILE)
+    git(repo, "commit", "-q", "--amend", "--no-edit", "--allow-empty")
   changelog = repo / series_changelog.CHANGELOG
   if changelog.is_file() and series_changelog.CHANGELOG not in left_out:
     try:

@@ -60,8 +60,9 @@ MATRIX = (("0.4.35", "3.11"), ("0.4.38", "3.11"), ("0.5.3", "3.11"),
 # Type-checked too: the oldest and the newest, each on a Python that both
 # mypy and pytype run on (pytype 2024.10.11 has no Python 3.13).
 NEWEST = ("0.12.1", "3.12")
-# The release the upstream queue's backport is cut for (upstream/backports/).
-SERIES_BASE = ("0.12.0.1", "3.12")
+# The release whose sdist's jax/ the upstream queue is cut on
+# (upstream/README.md).
+SERIES_BASE = NEWEST
 TYPE_CHECKED = (MATRIX[0], NEWEST)
 # pytype reads no installed package (setup.cfg: pythonpath ".", import-error
 # off), so its verdict depends on the Python alone; Bazel's pytype_test gives
@@ -337,13 +338,16 @@ def canary(session: nox.Session) -> None:
 
 @nox.session(python=_interpreter(SERIES_BASE[1]))
 def series(session: nox.Session) -> None:
-  """The upstream patch set's backport, applied to the newest sdist, checked.
+  """The upstream patch set, applied to the sdist it is cut on, checked.
 
-  With the newest jaxlib (and the speed), then with the oldest the sdist
-  supports. The sdist comes from the package registry, as CI cannot fetch
-  JAX's repository: it holds jax/ and pyproject.toml (so the step runs JAX's
-  own ruff and pyrefly configuration), but not JAX's tests; the checks on
-  JAX main run where its repository is (docs/upstream.md).
+  The queue is cut on the newest release's jax/ (upstream/README.md): each
+  pull request goes on as a reviewer takes it and as a step of the stack,
+  files the sdist lacks (tests/, jaxlib/, CHANGELOG.md) left out, with the
+  newest jaxlib (and the speed), then with the oldest the sdist supports.
+  The sdist comes from the package registry, as CI cannot fetch JAX's
+  repository: it holds jax/ and pyproject.toml (so the step runs JAX's own
+  ruff and pyrefly configuration), but not JAX's tests; the checks with
+  them run where JAX's repository is (docs/upstream.md).
   """
   _install(session, SERIES_BASE[0], "series")
   scratch = pathlib.Path(session.create_tmp())
@@ -362,7 +366,10 @@ def series(session: nox.Session) -> None:
   # The sdist's jax/ is the installed wheel's: the matrix tested that one.
   session.run("diff", "-rq", "-x", "__pycache__", installed,
               str(tree / "jax"), external=True)
-  session.run("jax-patch", "series", "--against", str(tree), "--speed")
+  # JAX's gates once, on the whole stack: a minute a step would cost CI
+  # a quarter of an hour; sessions run them step by step (docs/upstream.md).
+  session.run("jax-patch", "series", "--against", str(tree), "--one-step",
+              "--speed")
   minimum = session.run(
       "python", "-c", "import pathlib, sys; "
       "from jax_patch._delivery import series_tree;"

@@ -333,7 +333,7 @@ class VersionAndHelpTest(absltest.TestCase):
     self.assertEqual(code, 0)
     text = " ".join(out.split())
     for says in ("queue.json", "git format-patch", "stack.patch",
-                 "never to JAX_SRC itself", "git am -3", "backport",
+                 "never to JAX_SRC itself", "git am -3", "as a reviewer takes it",
                  "by file and hunk", "merge queue", "left-undone.json",
                  "--alone"):
       self.assertIn(says, text)

@@ -19,7 +19,7 @@ What runs here holds without JAX's repository: the patch set's own files
 (``upstream/``), CHANGELOG.md placement on a file shaped as JAX's, git
 applying pull requests to small trees made here, conflicts reported by
 patch, file and hunk, JAX's pre-commit gates, the reproducers' outcomes and
-the speed targets. CI's `series` session applies the backport to the newest
+the speed targets. CI's `series` session applies the queue to the newest
 JAX's sdist and checks it whole; the check on JAX main runs where its
 repository can be fetched (upstream/README.md).
 """
@@ -134,15 +134,13 @@ class PatchSetTest(absltest.TestCase):
     for name in added:
       self.assertIn(f"+  def {name}(", first.text())
 
-  def test_the_newest_release_has_its_backport(self) -> None:
-    backport = _PATCH_SET.backport("0.12.0.1")
-    self.assertIsNotNone(backport)
-    assert backport is not None
-    touched = upstream_set.touched_files(backport)
-    self.assertNotEmpty(touched)
-    # A release's sdist has jax/ alone: the backport carries nothing else.
-    self.assertTrue(all(name.startswith("jax/") for name in touched))
-    self.assertIsNone(_PATCH_SET.backport("0.0.1"))
+  def test_readme_names_the_base_exactly(self) -> None:
+    readme = (_PATCH_SET.root / "README.md").read_text()
+    said = " ".join(readme.split())
+    # The sdist whose jax/ the queue is cut on, and the main commit under it.
+    self.assertIn("jax==0.12.1", said)
+    self.assertRegex(said, r"sha256 `[0-9a-f]{64}`")
+    self.assertRegex(said, r"`[0-9a-f]{40}`")
 
   def test_a_folder_without_a_queue_is_refused(self) -> None:
     with tempfile.TemporaryDirectory() as empty:

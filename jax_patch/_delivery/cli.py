@@ -193,7 +193,8 @@ def _series_command(args: argparse.Namespace) -> int:
     patch_set = upstream_set.read(patches)
     return series.check(root, patch_set, python=args.python,
                         interop_test=args.interop_test, alone=args.alone,
-                        speed=args.speed, gates=not args.runtime_only)
+                        speed=args.speed, gates=not args.runtime_only,
+                        one_step=args.one_step)
   except (series_tree.SeriesError, upstream_set.PatchSetError,
           OSError) as err:
     _error("series", err)
@@ -333,11 +334,11 @@ def version() -> str:
 
 _SERIES_DESCRIPTION = """\
 Applies the upstream patch set (PATCHES: queue.json, NNNN-*.patch from git
-format-patch, stack.patch, backports/, reports/) to a scratch copy of
-JAX_SRC with git, never to JAX_SRC itself, and checks it. On JAX main each
-pull request is a step (git am -3, its CHANGELOG.md entry placed last in its
-section); on a release with a backport (backports/jax-VERSION.patch) that
-is the one step; a patch that does not apply is reported by file and hunk.
+format-patch, stack.patch, reports/) to a scratch copy of JAX_SRC with git,
+never to JAX_SRC itself, and checks it. Each pull request is a step (git am
+-3, its CHANGELOG.md entry placed last in its section); on the tree it was
+cut on (a release's sdist with that jax/ too) it also applies as a reviewer
+takes it; a patch that does not apply is reported by file and hunk.
 After each step: JAX imports and JAX's pre-commit gates pass (ruff, pyrefly,
 the hooks); then the merge queue (the pull requests in order give
 stack.patch's tree), the conformance cases (but those in
@@ -421,6 +422,11 @@ def main(argv: Sequence[str] | None = None) -> int:
       "--runtime-only", action="store_true",
       help="leave out JAX's pre-commit gates, which read the text alone: "
       "for a second check at another jaxlib, once the first passed")
+  series_parser.add_argument(
+      "--one-step", action="store_true",
+      help="check JAX's gates and imports once, on the whole stack, not "
+      "after each pull request (a minute each): each still applies as a "
+      "reviewer takes it and to the stack")
   series_parser.add_argument(
       "--speed", action="store_true",
       help="also time the import and export of small arrays with the whole "

@@ -16,13 +16,12 @@
 
 The patch set is files (``upstream/``, read by ``upstream_set``); git
 applies them (``series_tree``) to a scratch copy of the target, never to
-the target itself, and nothing here writes JAX code. On a tree that holds
-what the queue was cut on (JAX main) each pull request is a step of the
-stack, ``git am -3`` with its CHANGELOG.md entry placed as a maintainer
-merges it; on a release that has its backport
-(``upstream/backports/jax-VERSION.patch``, carried there by git) the
-backport is the one step; elsewhere the pull requests are applied in order
-and the first that conflicts is reported by file and hunk.
+the target itself, and nothing here writes JAX code. Each pull request is
+a step of the stack, ``git am -3`` with its CHANGELOG.md entry placed as a
+maintainer merges it; on a tree that holds what the queue was cut on (the
+base upstream/README.md names, or a release's sdist with that ``jax/``)
+each also applies as a reviewer takes it; elsewhere the first that
+conflicts is reported by file and hunk.
 
 After each step ``series_check`` checks the tree; then the merge queue,
 each pull request alone (``--alone``), the conformance cases, the
@@ -48,7 +47,8 @@ from jax_patch._delivery import upstream_set
 
 def check(root: pathlib.Path, patch_set: upstream_set.PatchSet, python: str,
           interop_test: bool = False, alone: bool = False,
-          speed: bool = False, gates: bool = True) -> int:
+          speed: bool = False, gates: bool = True,
+          one_step: bool = False) -> int:
   """Applies ``patch_set`` to a scratch copy of ``root`` and checks it.
 
   Args:
@@ -60,6 +60,9 @@ def check(root: pathlib.Path, patch_set: upstream_set.PatchSet, python: str,
       dependencies only (a tree with JAX's tests).
     speed: also time the stack against the target.
     gates: run JAX's pre-commit gates after each step.
+    one_step: check the tree once, after the whole stack, rather than after
+      each step (JAX's gates take a minute a step): each pull request still
+      goes on as a reviewer takes it and as a step of the stack.
 
   Returns:
     0 when every check passes, 1 otherwise.
@@ -92,26 +95,32 @@ def check(root: pathlib.Path, patch_set: upstream_set.PatchSet, python: str,
         checks.append(_said(series_check.check_reproducer(
             reproducer, unpatched, python)))
     base_errors = series_check.base_findings(repo, python, gates)
-    backport = patch_set.backport(target.jax_version)
     applied_all = True
-    if backport:
-      applied_all = _apply_backport(backport, target, repo, python,
-                                    base_errors, gates, interop_test, checks)
     on_base = series_tree.holds_preimages(repo, patch_set.pull_requests)
-    if not backport and not on_base:
+    if not on_base:
       print(f"JAX {target.jax_version}'s tree is not the one the queue was "
             "cut on: each pull request goes on with a three-way merge")
-    for pr in () if backport else patch_set.pull_requests:
+    stacked = [name for name in touched if name not in left_out]
+    ruff_before = (series_gates.ruff_findings(repo, python, stacked)
+                   if gates and one_step else series_check.Findings())
+    for pr in patch_set.pull_requests:
       with _worktree(repo, scratch / f"pr-{pr.number:04d}", base) as tree:
         # Cut as a reviewer takes it first: its commits also hold the
         # blobs the stack's three-way apply needs.
         conflicts = series_check.apply_alone(pr, patch_set, tree, left_out,
                                              on_base)
-        if not conflicts:
+        apply = functools.partial(series_tree.apply_pull_request, repo, pr,
+                                  left_out)
+        if not conflicts and one_step:
+          conflicts = apply()
+          checks.append(_said(series_check.Check(
+              f"step {pr.number:04d}", not conflicts,
+              f"{pr.title}: applies as a reviewer takes it and to the stack"
+              if not conflicts else f"{pr.title}: does not apply to the stack",
+              "\n".join(map(str, conflicts)))))
+        elif not conflicts:
           conflicts = _step(f"step {pr.number:04d}", pr.title, pr.patch,
-                            functools.partial(series_tree.apply_pull_request,
-                                              repo, pr, left_out),
-                            repo, python, left_out, base_errors, gates,
+                            apply, repo, python, left_out, base_errors, gates,
                             interop_test, checks)
         else:
           checks.append(_said(series_check.Check(
@@ -125,9 +134,13 @@ def check(root: pathlib.Path, patch_set: upstream_set.PatchSet, python: str,
           checks.append(_said(series_check.check_alone(pr, tree, python)))
     if not applied_all:
       return _summary(checks)
-    if not backport:
-      checks.append(_said(series_check.check_merge_queue(
-          repo, base, patch_set, left_out)))
+    if one_step:
+      checks.append(_said(series_check.check_step(
+          "the whole stack", f"{len(patch_set.pull_requests)} pull requests",
+          repo, python, stacked, ruff_before, base_errors, gates,
+          interop_test)))
+    checks.append(_said(series_check.check_merge_queue(
+        repo, base, patch_set, left_out)))
     checks.append(_said(series_check.check_conformance(
         repo, python, patch_set.left_undone)))
     if speed:
@@ -157,20 +170,6 @@ def _step(name: str, title: str, patch: pathlib.Path,
       name, title, repo, python, changed, ruff_before, base_errors, gates,
       interop_test)))
   return []
-
-
-def _apply_backport(backport: pathlib.Path, target: series_tree.Target,
-                    repo: pathlib.Path, python: str,
-                    base_errors: series_check.Findings | None, gates: bool,
-                    interop_test: bool,
-                    checks: list[series_check.Check]) -> bool:
-  """The backport as the one step: whether it applied."""
-  left_out = series_tree.absent(repo, upstream_set.touched_files(backport))
-  return not _step(
-      f"backport {backport.name}",
-      f"the whole queue, carried onto JAX {target.jax_version}", backport,
-      lambda: series_tree.apply_diff(repo, backport, left_out, backport.name),
-      repo, python, left_out, base_errors, gates, interop_test, checks)
 
 
 @contextlib.contextmanager

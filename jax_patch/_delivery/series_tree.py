@@ -184,8 +184,11 @@ _EXTENSION_VERSION_LINE = re.compile(r"^_version = (\d+)\b.*$", re.MULTILINE)
 
 
 def extension_version_bump(patch_text: str) -> str | None:
-  """The ``_version = N  # ...`` line a patch sets, if that is all it changes
-  in ``EXTENSION_VERSION_FILE``; else ``None``."""
+  """The extension version line a patch sets, if it changes nothing else.
+
+  That is ``_version = N  # ...`` where it is all the patch changes in
+  ``EXTENSION_VERSION_FILE``; else ``None``.
+  """
   lines = upstream_set.file_diffs(patch_text).get(EXTENSION_VERSION_FILE, [])
   changed = _changed_lines(lines)
   added = [line[1:] for line in changed if line.startswith("+")]

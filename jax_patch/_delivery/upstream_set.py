@@ -16,11 +16,10 @@
 
 The pull requests are ``git format-patch`` files, in the order
 ``queue.json`` gives; ``stack.patch`` is all of them merged, one diff
-against the same JAX main commit; ``backports/jax-VERSION.patch`` is that
-stack carried onto a release by git; ``left-undone.json`` names the
-conformance cases the queue does not make pass, each with why; and
-``reports/`` holds jaxlib defects with their reproducers. The series reads
-them; nothing here writes JAX code.
+against the base they are cut on (upstream/README.md); ``left-undone.json``
+names the conformance cases the queue does not make pass, each with why;
+and ``reports/`` holds what goes to JAX's issue tracker first, with
+reproducers. The series reads them; nothing here writes JAX code.
 """
 
 from __future__ import annotations
@@ -66,11 +65,6 @@ class PatchSet:
   # Conformance case name -> why the queue leaves it failing.
   left_undone: dict[str, str]
   reproducers: tuple[pathlib.Path, ...]
-
-  def backport(self, jax_version: str) -> pathlib.Path | None:
-    """The stack carried onto JAX ``jax_version``, where there is one."""
-    path = self.root / "backports" / f"jax-{jax_version}.patch"
-    return path if path.is_file() else None
 
   def by_number(self, number: int) -> PullRequest:
     return next(pr for pr in self.pull_requests if pr.number == number)

@@ -232,12 +232,12 @@ def _from_dlpack_in_format(x: Any, target_format: dlpack_device.Format,
   # Raises under copy=False where the result does not lie as asked.
   dlpack_plan.plan(copy, obstacle=obstacle,
                    specified=f"device={target_format!r}")
-  placement = (target_format if sharding is not None
-               else dlpack_compat.FORMAT_TYPE(layout, result.sharding))
   if obstacle is not None:
-    return _finished(dlpack_device.place(result, placement))
+    return _finished(dlpack_device.place_in_format(result, layout, sharding))
   if copies_after:
-    return _finished(dlpack_device.place(result, placement, may_alias=False))
+    return _finished(dlpack_device.place(
+        result, dlpack_compat.FORMAT_TYPE(layout, result.sharding),
+        may_alias=False))
   return result
 
 

@@ -283,6 +283,22 @@ def place(array: Any, target: Target | Format,
   return placed
 
 
+def place_in_format(array: Any, layout: Any,
+                    sharding: Target | None) -> Array:
+  """Transfers ``array`` onto ``sharding`` (if any), then into ``layout``.
+
+  In two steps: ``device_put`` takes a ``Format`` only on the array's own
+  devices, and before JAX 0.10 not into another memory kind at all.
+  """
+  if sharding is not None and not holds(array, sharding):
+    array = place(array, sharding)
+  if layout is not None and not dlpack_compat.layout_matches(
+      layout, dlpack_compat.layout_of(array)):
+    array = place(array, dlpack_compat.FORMAT_TYPE(layout, array.sharding))
+  placed: Array = array
+  return placed
+
+
 def holds(array: Any, target: Target) -> bool:
   """Whether ``array`` already lies exactly as ``target`` asks."""
   if isinstance(target, Sharding):

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Callable
 from typing import Any
 import unittest
 from unittest import mock
@@ -224,8 +225,9 @@ class ChangelogTest(parameterized.TestCase):
     self.assertTrue(all(line.startswith("  ") for line in entry.lines))
 
 
-class ApplyTest(absltest.TestCase):
-  """git applies pull requests to a scratch copy; conflicts say where."""
+class _CutOnATreeTest(absltest.TestCase):
+  """A scratch JAX tree, and pull requests cut on it with git, as the real
+  ones are."""
 
   def setUp(self) -> None:
     super().setUp()
@@ -235,28 +237,54 @@ class ApplyTest(absltest.TestCase):
     self.root = _fake_tree(self.scratch / "jax-src", "0.11.0",
                            "one\ntwo\nthree\n")
     (self.root / "CHANGELOG.md").write_text(_CHANGELOG)
+    self.add_to_tree(self.root)
+    self.author = self.scratch / "author"
+    subprocess.run(["cp", "-r", str(self.root), str(self.author)], check=True)
+    _git(self.author, "init", "-q")
+    _git(self.author, "add", "-A")
+    _git(self.author, "commit", "-q", "-m", "base")
+    self.base = _git(self.author, "rev-parse", "HEAD").strip()
+
+  def add_to_tree(self, root: pathlib.Path) -> None:
+    """What a test's tree holds besides jax/ and CHANGELOG.md."""
+    del root
+
+  def cut(self, number: int, title: str,
+          edit: Callable[[pathlib.Path], None]) -> upstream_set.PullRequest:
+    """A pull request on the base: ``edit`` changes the author's tree."""
+    _git(self.author, "checkout", "-q", "-B", f"pr{number}", self.base)
+    edit(self.author)
+    _git(self.author, "commit", "-q", "-am", title)
+    out = _git(self.author, "format-patch", "-1", "--zero-commit",
+               "--start-number", str(number), "-o", str(self.scratch))
+    return upstream_set.PullRequest(number, pathlib.Path(out.strip()), title,
+                                    ())
+
+
+def _replace(path: str, old: str, new: str) -> Callable[[pathlib.Path], None]:
+  """An edit of ``path`` (in the tree it is given) replacing ``old``."""
+  def edit(tree: pathlib.Path) -> None:
+    file = tree / path
+    file.write_text(file.read_text().replace(old, new))
+  return edit
+
+
+class ApplyTest(_CutOnATreeTest):
+  """git applies pull requests to a scratch copy; conflicts say where."""
+
+  def setUp(self) -> None:
+    super().setUp()
     # Two pull requests cut on the tree, each with its CHANGELOG entry
-    # last in the same section: made with git, as the real ones are.
-    author = self.scratch / "author"
-    subprocess.run(["cp", "-r", str(self.root), str(author)], check=True)
-    _git(author, "init", "-q")
-    _git(author, "add", "-A")
-    _git(author, "commit", "-q", "-m", "base")
-    base = _git(author, "rev-parse", "HEAD").strip()
+    # last in the same section.
     self.patches = []
     for number, (old, new) in enumerate((("one", "ONE"), ("three", "THREE")),
                                         start=1):
-      _git(author, "checkout", "-q", "-B", f"pr{number}", base)
-      dlpack = author / "jax/_src/dlpack.py"
-      dlpack.write_text(dlpack.read_text().replace(old, new))
-      changelog = author / "CHANGELOG.md"
-      changelog.write_text(changelog.read_text().replace(
-          "  * A fix.\n", f"  * A fix.\n  * Fix {number}.\n"))
-      _git(author, "commit", "-q", "-am", f"fix {number}")
-      out = _git(author, "format-patch", "-1", "--zero-commit",
-                 "--start-number", str(number), "-o", str(self.scratch))
-      self.patches.append(upstream_set.PullRequest(
-          number, pathlib.Path(out.strip()), f"fix {number}", ()))
+      def edit(tree: pathlib.Path, old: str = old, new: str = new,
+               number: int = number) -> None:
+        _replace("jax/_src/dlpack.py", old, new)(tree)
+        _replace("CHANGELOG.md", "  * A fix.\n",
+                 f"  * A fix.\n  * Fix {number}.\n")(tree)
+      self.patches.append(self.cut(number, f"fix {number}", edit))
     self.target = series_tree.read_target(self.root)
 
   def _repo(self) -> pathlib.Path:
@@ -328,43 +356,27 @@ class ApplyTest(absltest.TestCase):
                      [])
 
 
-class ExtensionVersionTest(absltest.TestCase):
+class ExtensionVersionTest(_CutOnATreeTest):
   """Two C++ changes each bump jaxlib's extension version: merged in order,
   the newer number stays, as a maintainer resolves the conflict."""
 
+  def add_to_tree(self, root: pathlib.Path) -> None:
+    versions = root / series_tree.EXTENSION_VERSION_FILE
+    versions.parent.mkdir()
+    versions.write_text("# Bump the number with a comment.\n\n"
+                        "_version = 479  # A change already in.\n\nother = 1\n")
+
   def setUp(self) -> None:
     super().setUp()
-    scratch = tempfile.TemporaryDirectory()
-    self.addCleanup(scratch.cleanup)
-    self.scratch = pathlib.Path(scratch.name)
-    self.root = _fake_tree(self.scratch / "jax-src", "0.11.0",
-                           "one\ntwo\nthree\n")
-    (self.root / "CHANGELOG.md").write_text(_CHANGELOG)
-    self.version_file = self.root / series_tree.EXTENSION_VERSION_FILE
-    self.version_file.parent.mkdir()
-    self.version_file.write_text(
-        "# Bump the number with a comment.\n\n"
-        "_version = 479  # A change already in.\n\nother = 1\n")
-    author = self.scratch / "author"
-    subprocess.run(["cp", "-r", str(self.root), str(author)], check=True)
-    _git(author, "init", "-q")
-    _git(author, "add", "-A")
-    _git(author, "commit", "-q", "-m", "base")
-    base = _git(author, "rev-parse", "HEAD").strip()
     self.patches = {}
     for version, word in ((526, "one"), (527, "three")):
-      _git(author, "checkout", "-q", "-B", f"v{version}", base)
-      dlpack = author / "jax/_src/dlpack.py"
-      dlpack.write_text(dlpack.read_text().replace(word, word.upper()))
-      versions = author / series_tree.EXTENSION_VERSION_FILE
-      versions.write_text(versions.read_text().replace(
-          "_version = 479  # A change already in.",
-          f"_version = {version}  # Change {version}."))
-      _git(author, "commit", "-q", "-am", f"change {version}")
-      out = _git(author, "format-patch", "-1", "--zero-commit",
-                 "--start-number", str(version), "-o", str(self.scratch))
-      self.patches[version] = upstream_set.PullRequest(
-          version, pathlib.Path(out.strip()), f"change {version}", ())
+      def edit(tree: pathlib.Path, version: int = version,
+               word: str = word) -> None:
+        _replace("jax/_src/dlpack.py", word, word.upper())(tree)
+        _replace(series_tree.EXTENSION_VERSION_FILE,
+                 "_version = 479  # A change already in.",
+                 f"_version = {version}  # Change {version}.")(tree)
+      self.patches[version] = self.cut(version, f"change {version}", edit)
     self.target = series_tree.read_target(self.root)
 
   def _stacked(self, *order: int) -> str:

@@ -217,7 +217,6 @@ def expected_binding_parameters() -> dict[str, tuple[str, ...]]:
 Parameter = tuple[str, bool]
 
 
-
 def documented_signatures(function: Any) -> list[tuple[Parameter, ...]]:
   """The parameters of each signature nanobind documents for ``function``."""
   name = getattr(function, "__name__", "")

@@ -277,6 +277,33 @@ class InterruptTest(parameterized.TestCase):
     self.assertEqual(err.count("interrupted"), 1, err)
     self.assertEndsWith(err, "jax-patch check: interrupted\n")
 
+  def test_ctrl_c_that_python_loses_in_a_gc_callback_still_stops_check(
+      self) -> None:
+    # SIGINT arrives while a garbage-collection callback runs, as JAX's may:
+    # Python reports the KeyboardInterrupt as unraisable and goes on.
+    check_run = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_IN_A_GC_CALLBACK, "check"],
+        env=fresh_process.environment(), capture_output=True, text=True,
+        timeout=300, check=False)
+    self.assertIn("interrupt raised in a gc callback", check_run.stdout)
+    self.assertEqual(check_run.returncode, 130, check_run.stderr)
+    self.assertNotIn("Traceback", check_run.stderr)
+    self.assertEqual(check_run.stderr, "jax-patch check: interrupted\n")
+
+
+# As _JAX_PATCH_AS_IN_A_TERMINAL, with SIGINT raised in the first garbage
+# collection once the cases have begun.
+_INTERRUPTED_IN_A_GC_CALLBACK = _JAX_PATCH_AS_IN_A_TERMINAL.replace(
+    "sys.argv[0] = 'jax-patch'\n",
+    "import gc\n"
+    "def interrupt(phase, info):\n"
+    "  if 'jax_patch.testing.conformance' in sys.modules:\n"
+    "    gc.callbacks.remove(interrupt)\n"
+    "    print('interrupt raised in a gc callback', flush=True)\n"
+    "    signal.raise_signal(signal.SIGINT)\n"
+    "gc.callbacks.append(interrupt)\n"
+    "sys.argv[0] = 'jax-patch'\n")
+
 
 class TestCommandTest(_ScratchTest):
   """The README's test command, ``python -m pytest -n auto tests``."""

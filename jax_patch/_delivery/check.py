@@ -23,6 +23,7 @@ run by :func:`gpu_verdict`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -31,7 +32,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 import warnings
 
 _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
@@ -68,6 +69,7 @@ def _run_cases(
   upstream = jnp.from_dlpack
   records = []
   for case in conformance.CASES:
+    _raise_a_lost_interrupt()
     before, upstream_passed = conformance.run_case(case, upstream)
     with warnings.catch_warnings():
       # The header says it; install()'s warning would split the table.
@@ -341,6 +343,54 @@ def _requirements(require_gpu: bool, require_accelerator: bool) -> list[str]:
 
 
 def _check_in_this_mode(as_json: bool, requirements: list[str]) -> int:
+  with _interrupts_kept():
+    return _check_cases(as_json, requirements)
+
+
+# Set by Ctrl-C during a check, until the check ends.
+_interrupt_seen = [False]
+
+
+@contextlib.contextmanager
+def _interrupts_kept() -> Iterator[None]:
+  """Makes Ctrl-C stop a check even where Python loses its interrupt.
+
+  SIGINT raises ``KeyboardInterrupt`` wherever the main thread is, and in a
+  garbage-collection callback (JAX registers one) Python reports it as
+  unraisable and goes on. Here the interrupt is noted as well: that report
+  is dropped, and the next case raises it again. An ignored SIGINT (a
+  background job's) stays ignored.
+  """
+  if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    yield
+    return
+
+  def note_and_raise(signum: int, frame: Any) -> None:
+    _interrupt_seen[0] = True
+    signal.default_int_handler(signum, frame)
+
+  def drop_lost_interrupts(unraisable: Any) -> None:
+    if not issubclass(unraisable.exc_type, KeyboardInterrupt):
+      report(unraisable)
+
+  report = sys.unraisablehook
+  _interrupt_seen[0] = False
+  signal.signal(signal.SIGINT, note_and_raise)
+  sys.unraisablehook = drop_lost_interrupts
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.unraisablehook = report
+
+
+def _raise_a_lost_interrupt() -> None:
+  """Raises the Ctrl-C that :func:`_interrupts_kept` saw Python lose."""
+  if _interrupt_seen[0]:
+    raise KeyboardInterrupt
+
+
+def _check_cases(as_json: bool, requirements: list[str]) -> int:
   import jax  # pylint: disable=g-import-not-at-top
   from jax_patch._src import install  # pylint: disable=g-import-not-at-top
   from jax_patch.testing import conformance  # pylint: disable=g-import-not-at-top
@@ -360,7 +410,9 @@ def _check_in_this_mode(as_json: bool, requirements: list[str]) -> int:
   else:
     _print_table_head(width)
     records = _run_cases(lambda record: _print_row(record, width))
+  _raise_a_lost_interrupt()
   survey = _survey_numpy_input()
+  _raise_a_lost_interrupt()
   summary = {column: _summary(records, column)
              for column in ("upstream", "patched")}
   verdicts = {device: requirement_verdict(records, device)

@@ -40,6 +40,7 @@ from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
+from jax_patch._src import dlpack_export
 
 _KDL_CPU = 1
 
@@ -174,7 +175,7 @@ class HostCopyExportTest(parameterized.TestCase):
       self, dtype: str, max_version: tuple[int, int] | None) -> None:
     x = jax.device_put(np.arange(4.0).astype(dtype), jax.devices("cpu")[0])
     before = np.asarray(x)  # Its cached host value, as on an accelerator.
-    capsule = dlpack._export_host_copy(x, max_version)  # pylint: disable=protected-access
+    capsule = dlpack_export._export_host_copy(x, max_version)  # pylint: disable=protected-access
     info = dlpack_capsule.inspect(capsule)
     self.assertEqual(info.device, (_KDL_CPU, 0))
     self.assertNotEqual(info.address, before.ctypes.data)

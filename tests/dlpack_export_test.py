@@ -37,6 +37,7 @@ from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
+from jax_patch._src import dlpack_export
 from jax_patch.testing import conformance
 from tests import memory
 from tests import producers
@@ -269,8 +270,8 @@ class JaxlibExportRouteTest(cpu_devices.CpuDefaultTestCase):
   def test_skips_to_dlpack_and_equals_its_export(
       self, index: int, kwargs: dict[str, Any]) -> None:
     x = jax.device_put(jnp.arange(8.0), cpu_devices.require(index + 1)[index])
-    with mock.patch.object(dlpack, "to_dlpack",
-                           wraps=dlpack.to_dlpack) as to_dlpack:
+    with mock.patch.object(dlpack_export, "to_dlpack",
+                           wraps=dlpack_export.to_dlpack) as to_dlpack:
       fast = dlpack_capsule.inspect(
           dlpack.array_dlpack(x, max_version=(1, 0), **kwargs))
     self.assertEqual(to_dlpack.call_count, 0)
@@ -284,8 +285,8 @@ class JaxlibExportRouteTest(cpu_devices.CpuDefaultTestCase):
     x = jnp.arange(8.0)
     for kwargs in (dict(max_version=(1, 0), copy=True),
                    dict(max_version=(0, 8)), {}):
-      with mock.patch.object(dlpack, "to_dlpack",
-                             wraps=dlpack.to_dlpack) as to_dlpack:
+      with mock.patch.object(dlpack_export, "to_dlpack",
+                             wraps=dlpack_export.to_dlpack) as to_dlpack:
         dlpack.array_dlpack(x, **kwargs)
       self.assertEqual(to_dlpack.call_count, 1, kwargs)
 
@@ -311,7 +312,7 @@ class NumpyExportTest(cpu_devices.CpuDefaultTestCase):
     return dlpack_capsule.inspect(capsule), made
 
   def _export_general(self, x: Any) -> dlpack_capsule.TensorInfo:
-    with mock.patch.object(dlpack, "_export_through_numpy",
+    with mock.patch.object(dlpack_export, "_export_through_numpy",
                            return_value=None):
       info, made = self._export(x)
     self.assertGreaterEqual(made, 1)
@@ -349,8 +350,8 @@ class NumpyExportTest(cpu_devices.CpuDefaultTestCase):
   def test_installed_method_skips_to_dlpack_only_where_numpy_can_export(
       self, kwargs: dict[str, Any], to_dlpack_calls: int) -> None:
     x = jnp.arange(4.0)
-    with mock.patch.object(dlpack, "to_dlpack",
-                           wraps=dlpack.to_dlpack) as to_dlpack:
+    with mock.patch.object(dlpack_export, "to_dlpack",
+                           wraps=dlpack_export.to_dlpack) as to_dlpack:
       with jax_patch.patched():
         if kwargs.get("stream") is None:
           x.__dlpack__(**kwargs)

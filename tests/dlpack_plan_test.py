@@ -33,19 +33,22 @@ import jax
 import jax.numpy as jnp
 
 from jax_patch._src import dlpack
+from jax_patch._src import dlpack_export
 from jax_patch._src import dlpack_plan
 from jax_patch.testing import conformance
 
 _SHARE = dlpack_plan.SHARE
 _SHARE_OR_COPY = dlpack_plan.SHARE_OR_COPY
 _COPY = dlpack_plan.COPY
-_DLPACK_SOURCE = pathlib.Path(dlpack.__file__)
+# The import and the export.
+_SOURCES = (pathlib.Path(dlpack.__file__),
+            pathlib.Path(dlpack_export.__file__))
 
-# The functions of dlpack.py that may read ``copy`` itself: they check its
-# type, or pass it on to the producer (``__dlpack__(copy=...)``) and to
-# plan, or are the export's fast path (see ExportGuardTest).
-_READS_COPY = {"array_api_from_dlpack", "_check_copy", "_request_capsule",
-               "array_dlpack", "to_dlpack"}
+# The functions of those that may read ``copy`` itself: they check its type,
+# or pass it on to the producer (``__dlpack__(copy=...)``) and to plan, or
+# are the export's fast path (see ExportGuardTest).
+_READS_COPY = {"array_api_from_dlpack", "_request_capsule", "array_dlpack",
+               "to_dlpack"}
 
 
 def _cpu() -> Any:
@@ -208,8 +211,9 @@ def _functions_testing_copy(source: str) -> set[str]:
 class OnePlaceTest(absltest.TestCase):
 
   def test_no_function_but_plan_tests_copy(self) -> None:
-    testing = _functions_testing_copy(_DLPACK_SOURCE.read_text())
-    self.assertContainsSubset({"_check_copy", "_request_capsule"}, testing)
+    testing = set().union(*(_functions_testing_copy(source.read_text())
+                            for source in _SOURCES))
+    self.assertContainsSubset({"_request_capsule", "array_dlpack"}, testing)
     self.assertEqual(
         testing - _READS_COPY, set(),
         "these functions decide on copy; pass it to dlpack_plan.plan instead")

@@ -18,7 +18,8 @@
                                  [--jobs N]
 
 Each mutation breaks one behaviour of ``jax_patch/_src/dlpack.py``,
-``dlpack_capsule.py``, ``dlpack_device.py`` or the public layer
+``dlpack_export.py``, ``dlpack_capsule.py``, ``dlpack_device.py``,
+``dlpack_plan.py`` or the public layer
 (``jax_patch/numpy``) in a copy of the tree, by
 replacing a text that must occur exactly once there, and runs the tests
 named as the ones that must catch it; they must fail (a crash counts). A
@@ -47,6 +48,7 @@ import time
 
 _ROOT = pathlib.Path(__file__).absolute().parents[1]
 _DLPACK = "jax_patch/_src/dlpack.py"
+_EXPORT = "jax_patch/_src/dlpack_export.py"
 _CAPSULE = "jax_patch/_src/dlpack_capsule.py"
 _DEVICE = "jax_patch/_src/dlpack_device.py"
 _PLAN = "jax_patch/_src/dlpack_plan.py"
@@ -231,7 +233,7 @@ MUTATIONS = (
         "    if True:",
         (f"{_IMPORT_TEST}::PinnedHostTest",)),
     Mutation(
-        "export_alias_not_read_only", _DLPACK,
+        "export_alias_not_read_only", _EXPORT,
         "  flags = (dlpack_capsule.FLAG_IS_COPIED if copied\n"
         "           else dlpack_capsule.FLAG_READ_ONLY)",
         "  flags = dlpack_capsule.FLAG_IS_COPIED if copied else 0",
@@ -243,7 +245,7 @@ MUTATIONS = (
         "    return self.flags == FLAG_IS_COPIED",
         (f"{_CAPSULE_TEST}::DeleterTest",), keyword="is_copied", fast=True),
     Mutation(
-        "export_stamped_with_the_requested_version", _DLPACK,
+        "export_stamped_with_the_requested_version", _EXPORT,
         "      capsule, min(requested, dlpack_capsule.MAX_VERSION), flags)",
         "      capsule, requested, flags)",
         (f"{_EXPORT_TEST}::MaxVersionNegotiationTest",), fast=True),
@@ -258,7 +260,7 @@ MUTATIONS = (
         "  return target in array.sharding.device_set",
         (f"{_IMPORT_TEST}::JaxArrayInputTest",), fast=True),
     Mutation(
-        "copy_takes_ints", _DLPACK,
+        "copy_takes_ints", _PLAN,
         "  if copy is None or isinstance(copy, bool):",
         "  if copy is None or isinstance(copy, int):",
         (f"{_IMPORT_TEST}::CopyArgumentTest",), fast=True),
@@ -283,19 +285,19 @@ MUTATIONS = (
         fast=True),
     # Issue 36's exports DLPack cannot carry: jaxlib's own error, not ours.
     Mutation(
-        "unexportable_dtype_reaches_jaxlib", _DLPACK,
+        "unexportable_dtype_reaches_jaxlib", _EXPORT,
         "  code = dlpack_capsule.buffer_type_code(dtype)\n",
         "  code = dlpack_capsule.dl_type_code(dtype) or 0\n",
         ("tests/dlpack_export_dtypes_test.py::ExportDTypesTest",),
         keyword="sub_byte_integer", fast=True),
     # Issue 45: three behaviours no test pinned.
     Mutation(
-        "unexportable_dtype_loses_its_hint", _DLPACK,
+        "unexportable_dtype_loses_its_hint", _EXPORT,
         'f"for it that JAX exports{_conversion_hint(dtype)}.")',
         'f"for it that JAX exports.")',
         (f"{_EXPORT_DEVICE_TEST}::UnexportableDTypeTest",), fast=True),
     Mutation(
-        "cpu_dl_device_id_moves_the_export", _DLPACK,
+        "cpu_dl_device_id_moves_the_export", _EXPORT,
         '  if requested[0] == _KDL_CPU and src_device.platform == "cpu":',
         "  if requested == dlpack_device.host_dl_device(src_device):",
         (f"{_EXPORT_DEVICE_TEST}::CpuDeviceIdTest",), fast=True),
@@ -306,7 +308,7 @@ MUTATIONS = (
         ("tests/series_test.py::SummaryTest",), fast=True),
     # Issue 46: memory DLPack cannot name, and streams by device type.
     Mutation(
-        "unnameable_memory_reaches_jaxlib", _DLPACK,
+        "unnameable_memory_reaches_jaxlib", _EXPORT,
         "  code = dlpack_device.dl_device_type_of(device, memory_kind)\n"
         "  if code is None:",
         "  code = dlpack_device.dl_device_type_of(device, memory_kind)\n"
@@ -318,7 +320,7 @@ MUTATIONS = (
         ("tests/dlpack_tear_test.py::NoTornImportTest",), fast=True,
         keyword="copy_none"),
     Mutation(
-        "host_copy_export_shares_the_cached_host_value", _DLPACK,
+        "host_copy_export_shares_the_cached_host_value", _EXPORT,
         "  host = np.array(x)  # One transfer", "  host = np.asarray(x)  # One transfer",
         (f"{_EXPORT_DEVICE_TEST}::HostCopyExportTest",), fast=True),
     Mutation(

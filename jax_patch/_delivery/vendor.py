@@ -66,6 +66,7 @@ VENDORED_MODULES = {
     "dlpack_compat.py": "dlpack_compat.py",
     "dlpack_device.py": "dlpack_device.py",
     "dlpack_errors.py": "dlpack_errors.py",
+    "dlpack_export.py": "dlpack_export.py",
     "dlpack_plan.py": "dlpack_plan.py",
 }
 # Our module of testing -> its name in a checkout's tests/, beside the

@@ -12,9 +12,11 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""DLPack import and export for JAX, following the Python Array API standard.
+"""DLPack import for JAX, following the Python Array API standard.
 
-A drop-in replacement for ``jax/_src/dlpack.py``. ``from_dlpack`` goes
+A drop-in replacement for ``jax/_src/dlpack.py``, whose export half
+(``to_dlpack``, ``jax.Array.__dlpack__``) lives in :mod:`dlpack_export` and
+is re-exported here. ``from_dlpack`` goes
 through five steps, each in its own function: check the arguments, negotiate
 a capsule with the producer, import it (sharing memory or copying it once, as
 :func:`dlpack_plan.plan` decides), place the result on the requested device,
@@ -23,12 +25,10 @@ and check that what was promised about copying holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-import contextlib
+from collections.abc import Callable
 import math
-import operator
 import sys
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -41,6 +41,7 @@ from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
 from jax_patch._src import dlpack_errors
+from jax_patch._src import dlpack_export
 from jax_patch._src import dlpack_plan
 
 CopyRequiredError = dlpack_errors.CopyRequiredError
@@ -48,6 +49,9 @@ InvalidDeviceError = dlpack_errors.InvalidDeviceError
 MissingDLPackMethodsError = dlpack_errors.MissingDLPackMethodsError
 TransformationError = dlpack_errors.TransformationError
 UnsupportedDeviceError = dlpack_errors.UnsupportedDeviceError
+# The export half of jax/_src/dlpack.py, which has both.
+array_dlpack = dlpack_export.array_dlpack
+to_dlpack = dlpack_export.to_dlpack
 
 __all__ = [
     "CopyRequiredError", "DLDeviceType", "DLPACK_VERSION",
@@ -168,7 +172,7 @@ def array_api_from_dlpack(x: Any, /, *,
       copied, a broadcast tensor holds every element).
   """
   if copy is not None and copy is not True and copy is not False:
-    copy = _check_copy(copy)
+    copy = dlpack_plan.check_copy(copy)
   target = None if device is None else dlpack_device.check_target(device)
   if not dlpack_compat.trace_state_clean():
     raise _transformation_error()
@@ -422,15 +426,6 @@ _NARROW_EXPORTED_DTYPES = frozenset(
     dtype for dtype in dlpack_capsule.NUMPY_EXPORTED_DTYPES
     if dtype.itemsize < 8)
 
-
-def _check_copy(copy: object, caller: str = "from_dlpack") -> bool | None:
-  if copy is None or isinstance(copy, bool):
-    return copy
-  if isinstance(copy, np.bool_):
-    return bool(copy)
-  raise TypeError(
-      f"{caller}: copy must be True, False or None, got {copy!r} of type "
-      f"{type(copy).__name__}.")
 
 
 def _transformation_error() -> TransformationError:
@@ -923,320 +918,6 @@ def _from_foreign_platform(external_array: Any, dl_device: tuple[int, int],
   result = _import(external_array, capsule, host, _KDL_CPU, None, copy,
                    target)
   return _place(result, target, host)
-
-
-def array_dlpack(self: Array, *, stream: int | Any | None = None,
-                 max_version: tuple[int, int] | None = None,
-                 dl_device: tuple[DLDeviceType | int, int] | None = None,
-                 copy: bool | None = None) -> Any:
-  """``jax.Array.__dlpack__``: :func:`to_dlpack` of the array, as a method.
-
-  Installed in place of JAX's method, which imports ``to_dlpack`` at every
-  call and would otherwise run before it. What a consumer from DLPack 1.0 on
-  asks most often (no stream, no other device, no copy) goes straight to
-  jaxlib's 1.x export where jaxlib has one, and otherwise, from ``cpu:0``, to
-  :func:`_export_through_numpy`; the rest, and whatever those decline (a
-  dtype DLPack cannot carry, say), to :func:`to_dlpack`.
-  """
-  # plan answers SHARE_OR_COPY or SHARE for these requests: a test keeps
-  # this guard, spelled out for speed, in step with it.
-  if ((copy is None or copy is False) and (stream is None or stream == -1)
-      and (dl_device is None or dl_device == dlpack_device.HOST_DL_DEVICE)
-      and type(max_version) is tuple and len(max_version) == 2  # pylint: disable=unidiomatic-typecheck
-      and max_version >= (1, 0)):
-    device = dlpack_device.single_device(self, "to_dlpack")
-    if not dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES:
-      capsule = _export_through_numpy(self, device, max_version)
-      if capsule is not None:
-        return capsule
-    elif dl_device is None or device.platform == "cpu":
-      # What to_dlpack comes to for this request: jaxlib's READ_ONLY alias.
-      # A single-device array is its own only shard: jaxlib exports it as
-      # it would addressable_data(0), without making that array first.
-      try:
-        return dlpack_compat.export_versioned_capsule(self, None, max_version)
-      except dlpack_compat.RuntimeErrorType:
-        # to_dlpack says why (BufferError for the dtype). Asked only once
-        # jaxlib refuses: checking the dtype first costs every export 6%.
-        pass
-  return to_dlpack(self, stream=stream, max_version=max_version,
-                   dl_device=dl_device, copy=copy)
-
-
-def to_dlpack(x: Array, stream: int | Any | None = None,
-              src_device: Any | None = None,
-              dl_device: tuple[DLDeviceType | int, int] | None = None,
-              max_version: tuple[int, int] | None = None,
-              copy: bool | None = None) -> Any:
-  """Returns a DLPack capsule holding the data of a single-device ``x``.
-
-  Args:
-    x: a single-device :class:`~jax.Array`.
-    stream: the consumer's stream, as the DLPack Python spec defines it:
-      ``None`` (or ``-1``, no synchronisation) for host memory; on CUDA and
-      ROCm ``None``, ``1``, ``2`` or a stream pointer, never ``0``.
-    src_device: ``x``'s device, if the caller knows it.
-    dl_device: ``(device_type, device_id)`` the consumer wants the data on.
-      Any CPU device satisfies a request for ``kDLCPU``.
-    max_version: the newest DLPack version the consumer reads.
-    copy: ``True`` always exports a copy; ``False`` never copies and raises
-      when a copy is needed; ``None`` copies only to change device.
-
-  Returns:
-    A DLPack 1.x capsule when ``max_version`` is at least ``(1, 0)``, a 0.x
-    capsule otherwise. Unless a copy was made, a 1.x capsule aliases ``x``'s
-    buffer with READ_ONLY set, since JAX arrays are immutable; a copy belongs
-    to the consumer, and its 1.x capsule has IS_COPIED set instead. A 0.x
-    capsule has no flags, so a consumer cannot tell that it must not write:
-    one asked for with a 0.x ``max_version`` always holds a copy. Without
-    ``max_version`` (a consumer from before DLPack 1.0) it aliases ``x``, as
-    upstream JAX and NumPy export, and the consumer must not write.
-
-  Raises:
-    TypeError: ``x`` is not a ``jax.Array``, ``copy`` is not a bool, or
-      ``stream`` is not an integer.
-    BufferError: ``x``'s dtype has no DLPack type JAX exports (the message
-      names it), ``x`` spans several devices, ``dl_device`` names a device
-      JAX does not have, or ``stream`` is invalid for ``x``'s device.
-    CopyRequiredError: ``copy=False`` but ``dl_device`` needs a transfer, or
-      ``max_version`` asks for a 0.x capsule, which cannot be shared safely.
-  """
-  if not isinstance(x, array.ArrayImpl):
-    raise TypeError(f"Argument to to_dlpack must be a jax.Array, got {type(x)}")
-  if copy is not None:
-    copy = _check_copy(copy, "to_dlpack")
-  _check_stream_type(stream)
-  # An ArrayImpl holds a NumPy dtype; some JAXs annotate it as possibly an
-  # extended one, which only key arrays (not ArrayImpl) have.
-  type_code = _export_type_code(cast(np.dtype[Any], x.dtype))
-  requested = None if max_version is None else (max_version[0],
-                                                 max_version[1])
-  obstacle = None
-  if requested is not None and requested[0] < 1:
-    obstacle = ("a DLPack 0.x capsule cannot mark JAX's immutable buffer "
-                "read-only (ask with max_version=(1, 0) or later to share it)")
-  if src_device is None:
-    src_device = dlpack_device.single_device(x, "to_dlpack")
-  target = _export_target(src_device, dl_device)
-  # Before any copy: memory DLPack cannot name is refused, not copied.
-  dl_type = _exported_dl_device_type(x, src_device, target)
-  decision = dlpack_plan.plan(copy, target, src_device, obstacle,
-                              caller="to_dlpack",
-                              specified=f"max_version={requested}")
-  dlpack_device.check_export_stream(stream, dl_type, "to_dlpack")
-  if (target is not None and dlpack_device.host_dl_device(target) is not None
-      and dlpack_device.host_dl_device(src_device) is None):
-    return _export_host_copy(x, requested)
-  exported, device, copied = _export_placement(x, src_device, target,
-                                               decision)
-  if requested is None or requested[0] < 1:
-    return _export_capsule(exported, device, stream, type_code)
-  if not copied and dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES:
-    # jaxlib 0.12 on knows every dtype the patch exports, and marks its
-    # alias READ_ONLY.
-    with _jaxlib_refusal_as_buffer_error(device):
-      return dlpack_compat.export_versioned_capsule(
-          exported.addressable_data(0), _jaxlib_stream(stream), requested)
-  if not copied:
-    capsule = _export_through_numpy(exported, device, requested)
-    if capsule is not None:
-      return capsule
-  capsule = _export_capsule(exported, device, stream, type_code)
-  flags = (dlpack_capsule.FLAG_IS_COPIED if copied
-           else dlpack_capsule.FLAG_READ_ONLY)
-  return dlpack_capsule.as_versioned_capsule(
-      capsule, min(requested, dlpack_capsule.MAX_VERSION), flags)
-
-
-def _export_host_copy(x: Any, requested: tuple[int, int] | None) -> Any:
-  """Exports a host copy of an accelerator array that only the consumer holds.
-
-  A writable copy, as PyTorch and CuPy hand over device memory asked for on
-  the host: IS_COPIED in a 1.x capsule, a plain 0.x capsule otherwise. NumPy
-  allocates it, so nothing of ``x`` (its cached host value, which a move to
-  the CPU may alias) is ever shared with a consumer that may write.
-  """
-  host = np.array(x)  # One transfer (kept as x's host value), one memcpy.
-  if host.dtype in dlpack_capsule.NUMPY_EXPORTED_DTYPES:
-    producer: Any = host  # NumPy's stubs for pytype lack __dlpack__.
-    if requested is None or requested[0] < 1:
-      return producer.__dlpack__()
-    return dlpack_capsule.mark_copied(
-        producer.__dlpack__(max_version=min(requested,
-                                            dlpack_capsule.MAX_VERSION)))
-  capsule = dlpack_capsule.capsule_for_host_array(host)  # bfloat16, float8.
-  if requested is None or requested[0] < 1:
-    return capsule
-  return dlpack_capsule.as_versioned_capsule(
-      capsule, min(requested, dlpack_capsule.MAX_VERSION),
-      dlpack_capsule.FLAG_IS_COPIED)
-
-
-def _export_type_code(dtype: np.dtype[Any]) -> int:
-  """DLPack's type code for an export of ``dtype``, if it can be exported.
-
-  The one place that says whether a dtype exports, and as what: every dtype
-  with a DLPack type, float4_e2m1fn packed two to a byte as JAX holds it
-  (DLPack 1.1's layout), the float8 types with their DLPack 1.1 codes. jaxlib
-  exports the codes it knows (:func:`dlpack_compat.jaxlib_knows_type_code`);
-  :func:`_export_capsule` exports the others from NumPy's view of a CPU
-  buffer.
-
-  Raises:
-    BufferError: DLPack has no type for ``dtype`` that JAX exports: int1,
-      int2 and int4, their unsigned twins, float6, strings. The Array API
-      standard's error for a dtype the producer cannot export, naming it;
-      jaxlib raises ``UNIMPLEMENTED``.
-  """
-  code = dlpack_capsule.buffer_type_code(dtype)
-  if code is None:
-    raise BufferError(
-        f"to_dlpack: cannot export an array of {dtype}: DLPack has no type "
-        f"for it that JAX exports{_conversion_hint(dtype)}.")
-  return code
-
-
-def _conversion_hint(dtype: np.dtype[Any]) -> str:
-  """Says which exportable type to convert ``dtype`` to, if any fits."""
-  for kind, wider in ((np.signedinteger, "int8"),
-                      (np.unsignedinteger, "uint8"), (np.floating, "float32")):
-    if dtypes.issubdtype(dtype, kind):
-      return f"; convert it first, say with x.astype(jnp.{wider})"
-  return ""
-
-
-def _export_through_numpy(x: Array, device: Any,
-                          requested: tuple[int, int]) -> Any | None:
-  """Exports a ``cpu:0`` buffer as NumPy's READ_ONLY 1.x capsule of it.
-
-  The cheapest correct export: NumPy's view of a CPU buffer aliases it and
-  keeps it alive, is read-only (so NumPy sets READ_ONLY), and NumPy builds
-  and releases the capsule in C. ``None`` for what NumPy cannot say: a device
-  id other than 0 (NumPy's capsule says ``(kDLCPU, 0)``), a dtype NumPy does
-  not export (bfloat16, float8), or a view that would be a copy.
-  """
-  if dlpack_device.host_dl_device(device) != dlpack_device.HOST_DL_DEVICE:
-    return None
-  # jaxlib's own view of a cpu:0 buffer, read-only, which keeps the buffer
-  # alive; np.asarray reaches it in C, faster than any Python route.
-  view: Any = np.asarray(x)  # NumPy's stubs for pytype lack __dlpack__.
-  if not dlpack_compat.NUMPY_VIEW_ALIASES_CPU_BUFFERS and (
-      view.flags.writeable
-      or view.ctypes.data != x.unsafe_buffer_pointer()):
-    return None  # Not JAX's buffer itself.
-  try:
-    return view.__dlpack__(max_version=requested)
-  except BufferError:
-    # A dtype outside NUMPY_EXPORTED_DTYPES, which NumPy refuses without
-    # making a capsule; asking costs less than checking every export.
-    return None
-
-
-def _jaxlib_stream(stream: int | Any | None) -> int | Any | None:
-  # -1 asks for no synchronisation, which is what jaxlib does without one.
-  return None if stream == -1 else stream
-
-
-def _export_capsule(x: Any, device: Any, stream: int | Any | None,
-                    type_code: int) -> Any:
-  """Returns a 0.x capsule aliasing the buffer of single-device ``x``.
-
-  ``type_code`` is :func:`_export_type_code` of ``x.dtype``.
-  """
-  buffer = x.addressable_data(0)
-  if dlpack_compat.jaxlib_knows_type_code(type_code):
-    with _jaxlib_refusal_as_buffer_error(device):
-      return dlpack_compat.export_legacy_capsule(buffer,
-                                                 _jaxlib_stream(stream))
-  if device.platform != "cpu":
-    raise BufferError(
-        f"to_dlpack: jaxlib before 0.5.3 cannot export {x.dtype} from "
-        f"{device}.")
-  # jaxlib before 0.5.3 has no DLPack code for float8. A CPU buffer's NumPy
-  # view aliases it, waits until it is ready and keeps it alive.
-  view = np.asarray(buffer)
-  if view.ctypes.data != buffer.unsafe_buffer_pointer():
-    raise BufferError(
-        f"to_dlpack: this jaxlib cannot export {x.dtype} without a copy.")
-  return dlpack_capsule.capsule_for_host_array(
-      view, device.local_hardware_id or 0)
-
-
-def _export_target(src_device: Any,
-                   dl_device: tuple[Any, int] | None) -> Any | None:
-  """The device a consumer's ``dl_device`` asks for; ``None`` to stay.
-
-  Raises:
-    BufferError: ``dl_device`` names a platform this JAX has no backend for.
-  """
-  if dl_device is None:
-    return None
-  requested = (int(dl_device[0]), int(dl_device[1]))
-  if requested[0] == _KDL_CPU and src_device.platform == "cpu":
-    return None  # All CPU devices share host memory.
-  target = dlpack_device.jax_device_for(requested, exporting=True)
-  if target is None:
-    raise BufferError(
-        f"to_dlpack: dl_device={dl_device} names a platform this JAX has no "
-        "backend for.")
-  return target
-
-
-def _export_placement(x: Any, src_device: Any, target: Any | None,
-                      decision: dlpack_plan.Decision) -> tuple[Any, Any, bool]:
-  """Returns ``x``, a copy, or ``x`` moved; its device; whether it copied."""
-  if target is None or target == src_device:
-    if decision is _COPY:
-      return _array_copy(x), src_device, True
-    return x, src_device, False
-  return dlpack_device.place(x, target), target, True
-
-
-def _check_stream_type(stream: Any) -> None:
-  """Raises ``TypeError`` for a ``stream`` that is not an integer."""
-  if stream is None:
-    return
-  try:
-    operator.index(stream)
-  except TypeError:
-    raise TypeError(
-        f"to_dlpack: stream must be an integer or None, got {stream!r} of "
-        f"type {type(stream).__name__}.") from None
-
-
-def _exported_dl_device_type(x: Any, src_device: Any,
-                              target: Any | None) -> int:
-  """The DLPack device type of the memory an export hands over.
-
-  That is ``x``'s own memory, or the device memory of ``target`` it moves to.
-
-  Raises:
-    BufferError: DLPack has no device type for that memory (TPU device
-      memory, say); the message names the route to the host.
-  """
-  device, memory_kind = ((src_device, x.sharding.memory_kind)
-                         if target is None else (target, None))
-  code = dlpack_device.dl_device_type_of(device, memory_kind)
-  if code is None:
-    raise BufferError(dlpack_device.unnameable_memory_message(
-        "to_dlpack", device, memory_kind))
-  return code
-
-
-@contextlib.contextmanager
-def _jaxlib_refusal_as_buffer_error(device: Any) -> Iterator[None]:
-  """Turns jaxlib's refusal to export into the standard's ``BufferError``.
-
-  jaxlib raises its own runtime error where a PJRT plug-in cannot export
-  (no DLPack support, no stream extension); the standard asks for
-  ``BufferError`` wherever an export is impossible.
-  """
-  try:
-    yield
-  except dlpack_compat.RuntimeErrorType as err:
-    raise BufferError(
-        f"to_dlpack: jaxlib cannot export this array from {device}: {err}"
-    ) from err
 
 
 def _step_aside() -> None:

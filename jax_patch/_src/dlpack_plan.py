@@ -27,6 +27,8 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+import numpy as np
+
 from jax_patch._src import dlpack_device
 from jax_patch._src import dlpack_errors
 
@@ -47,6 +49,21 @@ COPY = Decision.COPY
 
 PRODUCER_COPIED = ("the producer could not share the data: it copied it (its "
                    "capsule has IS_COPIED set)")
+
+
+def check_copy(copy: object, caller: str = "from_dlpack") -> bool | None:
+  """Returns ``copy`` as a bool or ``None``; NumPy bools are bools.
+
+  Raises:
+    TypeError: ``copy`` is anything else, naming ``caller``.
+  """
+  if copy is None or isinstance(copy, bool):
+    return copy
+  if isinstance(copy, np.bool_):
+    return bool(copy)
+  raise TypeError(
+      f"{caller}: copy must be True, False or None, got {copy!r} of type "
+      f"{type(copy).__name__}.")
 
 
 def plan(copy: bool | None, target: dlpack_device.Target | None = None,

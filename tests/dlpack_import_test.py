@@ -37,6 +37,7 @@ from jax_patch._src import dlpack
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
+from jax_patch._src import dlpack_plan
 from jax_patch.testing import conformance
 from tests import memory
 from tests import producers
@@ -232,7 +233,7 @@ class NumpyFastPathTest(parameterized.TestCase):
 
 def _general_path_for_torch() -> Any:
   """Sends torch tensors past their fast path, to the general one."""
-  return mock.patch.object(dlpack, "_from_torch_as_is", return_value=None)
+  return mock.patch.object(dlpack, "_negotiate_torch", return_value=None)
 
 
 def _torch_from(source: np.ndarray[Any, Any]) -> Any:
@@ -802,19 +803,24 @@ def _has_cuda_backend() -> bool:
 def _import_device(source: np.ndarray[Any, Any], copy: bool | None) -> Any:
   """Imports ``source`` through the accelerator path, on the CPU.
 
-  ``_import_device`` takes what ``from_dlpack`` hands it for a tensor on a
+  ``_device_route`` takes what ``from_dlpack`` has read of a tensor on a
   device other than the host: a claimed capsule, what it describes, and its
-  JAX device. A CPU capsule and ``cpu:0`` show on the CPU every decision it
-  makes about ``copy`` and the dtype; only the dispatch to it, and the
-  stream a device asks the producer for, need an accelerator.
+  JAX device; the plan and the route's import follow, as in ``from_dlpack``.
+  A CPU capsule and ``cpu:0`` show on the CPU everything it does with
+  ``copy`` and the dtype; only the dispatch to it, and the stream a device
+  asks the producer for, need an accelerator.
   """
   producer = producers.CraftedProducer(source)
   capsule, info = dlpack_capsule.take(
       producer.__dlpack__(),
       versioned_ok=dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES)
-  return dlpack._import_device(
-      capsule, info, jax.devices("cpu")[0], dlpack_capsule.KDL_CPU, None,
-      dlpack._canonical_dtype(info.dtype), copy, None)
+  route, source, obstacle, read_only, producer_copied, held = (
+      dlpack._device_route(capsule, info, jax.devices("cpu")[0],
+                           dlpack_capsule.KDL_CPU, None,
+                           dlpack._canonical_dtype(info.dtype)))
+  decision = dlpack_plan.plan(copy, None, source, obstacle, read_only,
+                              producer_copied)
+  return route(held, source, decision)
 
 
 class ImportDeviceTest(parameterized.TestCase):

@@ -47,7 +47,7 @@ _SOURCES = (pathlib.Path(dlpack.__file__),
 # The functions of those that may read ``copy`` itself: they check its type,
 # or pass it on to the producer (``__dlpack__(copy=...)``) and to plan, or
 # are the export's fast path (see ExportGuardTest).
-_READS_COPY = {"array_api_from_dlpack", "_request_capsule", "array_dlpack",
+_READS_COPY = {"_negotiate_capsule", "_request_capsule", "array_dlpack",
                "to_dlpack"}
 
 
@@ -159,12 +159,12 @@ class ReplanTest(parameterized.TestCase):
   def test_share_raises_saying_why(self) -> None:
     with self.assertRaisesRegex(dlpack.CopyRequiredError,
                                 "since jaxlib refused, however copy=False"):
-      dlpack_plan.replan(_SHARE, "jaxlib refused")
+      dlpack_plan.sharing_failed(_SHARE, "jaxlib refused")
 
   @parameterized.named_parameters(("share_or_copy", _SHARE_OR_COPY),
                                   ("copy", _COPY))
   def test_otherwise_copies(self, decision: dlpack_plan.Decision) -> None:
-    self.assertIs(dlpack_plan.replan(decision, "jaxlib refused"), _COPY)
+    self.assertIs(dlpack_plan.sharing_failed(decision, "jaxlib refused"), _COPY)
 
 
 class ExportGuardTest(parameterized.TestCase):

@@ -215,9 +215,9 @@ def _devices_of(target: Any) -> set[Any]:
 def _shares(result: Any, source: Any, writable: Any) -> bool:
   """Whether ``result`` aliases the source's memory, written to see."""
   if writable is None:  # A jax.Array: the same buffer.
-    return (result.devices() == source.devices()
-            and result.unsafe_buffer_pointer()
-            == source.unsafe_buffer_pointer())
+    return bool(result.devices() == source.devices()
+                and result.unsafe_buffer_pointer()
+                == source.unsafe_buffer_pointer())
   writable[0, 0] = _SENTINEL
   first = result.addressable_shards[0].data
   return bool(np.asarray(first)[0, 0] == _SENTINEL)

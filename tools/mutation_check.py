@@ -18,8 +18,8 @@
                                  [--jobs N]
 
 Each mutation breaks one behaviour of ``jax_patch/_src/dlpack.py``,
-``dlpack_export.py``, ``dlpack_capsule.py``, ``dlpack_device.py``,
-``dlpack_plan.py`` or the public layer
+``dlpack_export.py``, ``dlpack_request.py``, ``dlpack_plan.py``,
+``dlpack_capsule.py``, ``dlpack_device.py`` or the public layer
 (``jax_patch/numpy``) in a copy of the tree, by
 replacing a text that must occur exactly once there, and runs the tests
 named as the ones that must catch it; they must fail (a crash counts). A
@@ -52,6 +52,7 @@ _EXPORT = "jax_patch/_src/dlpack_export.py"
 _CAPSULE = "jax_patch/_src/dlpack_capsule.py"
 _DEVICE = "jax_patch/_src/dlpack_device.py"
 _PLAN = "jax_patch/_src/dlpack_plan.py"
+_REQUEST = "jax_patch/_src/dlpack_request.py"
 _ALIGNMENT = "jax_patch/_src/numpy_alignment.py"
 _ALIGNMENT_TEST = "tests/numpy_alignment_test.py"
 _IMPORT_TEST = "tests/dlpack_import_test.py"
@@ -111,14 +112,14 @@ MUTATIONS = (
     # Issue 30's eight gaps.
     Mutation(
         "jax_array_ignores_device", _DLPACK,
-        "    return x\n  return dlpack_device.place(x, target)",
-        "    return x\n  return x",
+        "  return _finished(dlpack_device.place_in_format(imported, layout, "
+        "target))",
+        "  return imported",
         (f"{_IMPORT_TEST}::JaxArrayInputTest",), fast=True),
     Mutation(
         "jax_array_copy_true_not_copied_before_placing", _DLPACK,
-        "  elif decision is _COPY:\n    x = _array_copy(x)",
-        "  elif decision is _COPY and target is None:\n"
-        "    x = _array_copy(x)",
+        "  if decision is _COPY:\n    return _array_copy(x)\n  return x",
+        "  return x",
         (f"{_IMPORT_TEST}::JaxArrayInputTest",), fast=True),
     Mutation(
         "stride_overflow_ignores_the_sign", _CAPSULE,
@@ -127,14 +128,14 @@ MUTATIONS = (
         (f"{_RELIABILITY_TEST}::HostileProducerTest",), fast=True),
     Mutation(
         "device_import_raises", _DLPACK,
-        '  """Imports an accelerator tensor; copies, when needed, on the device."""\n',
-        '  """Imports an accelerator tensor; copies, when needed, on the device."""\n'
-        '  raise NotImplementedError\n',
+        "  capsule, info, canonical, dl_device_type, stream, narrowing, layout "
+        "= held\n",
+        "  raise NotImplementedError\n",
         (f"{_IMPORT_TEST}::ImportDeviceTest",), fast=True),
     Mutation(
         "foreign_platform_copies_under_copy_false", _DLPACK,
-        "  dlpack_plan.plan(\n      copy, target, host,",
-        "  dlpack_plan.plan(\n      None, target, host,",
+        "  return _import_foreign, _host_device(), obstacle, False, False,",
+        "  return _import_foreign, _host_device(), None, False, False,",
         (f"{_IMPORT_TEST}::ProducerRequestTest",), fast=True),
     Mutation(
         "copy_false_not_asked_of_the_producer", _DLPACK,
@@ -178,9 +179,9 @@ MUTATIONS = (
         "    if False:",
         (_CONFORMANCE_TEST,)),
     Mutation(
-        "imports_inside_a_transformation", _DLPACK,
+        "imports_inside_a_transformation", _REQUEST,
         "  if not dlpack_compat.trace_state_clean():\n"
-        "    raise _transformation_error()",
+        "    raise transformation_error()",
         "  pass",
         (_CONFORMANCE_TEST,)),
     Mutation(
@@ -260,7 +261,7 @@ MUTATIONS = (
         "  return target in array.sharding.device_set",
         (f"{_IMPORT_TEST}::JaxArrayInputTest",), fast=True),
     Mutation(
-        "copy_takes_ints", _PLAN,
+        "copy_takes_ints", _REQUEST,
         "  if copy is None or isinstance(copy, bool):",
         "  if copy is None or isinstance(copy, int):",
         (f"{_IMPORT_TEST}::CopyArgumentTest",), fast=True),

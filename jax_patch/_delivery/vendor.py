@@ -68,6 +68,7 @@ VENDORED_MODULES = {
     "dlpack_errors.py": "dlpack_errors.py",
     "dlpack_export.py": "dlpack_export.py",
     "dlpack_plan.py": "dlpack_plan.py",
+    "dlpack_request.py": "dlpack_request.py",
 }
 # Our module of testing -> its name in a checkout's tests/, beside the
 # vendored tests that load it.

@@ -14,13 +14,9 @@
 
 """DLPack import for JAX, following the Python Array API standard.
 
-A drop-in replacement for ``jax/_src/dlpack.py``, whose export half
-(``to_dlpack``, ``jax.Array.__dlpack__``) lives in :mod:`dlpack_export` and
-is re-exported here. ``from_dlpack`` goes
-through five steps, each in its own function: check the arguments, negotiate
-a capsule with the producer, import it (sharing memory or copying it once, as
-:func:`dlpack_plan.plan` decides), place the result on the requested device,
-and check that what was promised about copying holds.
+A drop-in for ``jax/_src/dlpack.py``, re-exporting :mod:`dlpack_export`.
+Each import is a request (:mod:`dlpack_request`), a negotiation, one plan
+(:mod:`dlpack_plan`), its route's import, and the placement.
 """
 
 from __future__ import annotations
@@ -43,6 +39,7 @@ from jax_patch._src import dlpack_device
 from jax_patch._src import dlpack_errors
 from jax_patch._src import dlpack_export
 from jax_patch._src import dlpack_plan
+from jax_patch._src import dlpack_request
 
 CopyRequiredError = dlpack_errors.CopyRequiredError
 InvalidDeviceError = dlpack_errors.InvalidDeviceError
@@ -66,8 +63,7 @@ MIN_DLPACK_VERSION = (0, 5)
 
 jnp_types = dlpack_compat.scalar_types
 
-# Look this set up with a scalar type, not a dtype instance: their hashes
-# differ.
+# Look up with a scalar type, not a dtype instance: their hashes differ.
 SUPPORTED_DTYPES: frozenset[DTypeLike] = frozenset({
     jnp_types.int8, jnp_types.int16, jnp_types.int32, jnp_types.int64,
     jnp_types.uint8, jnp_types.uint16, jnp_types.uint32, jnp_types.uint64,
@@ -96,10 +92,9 @@ def is_supported_dtype(dtype: DTypeLike) -> bool:
 def from_dlpack(external_array: Any,
                 device: dlpack_device.Target | None = None,
                 copy: bool | None = None) -> Array:
-  """``jax.dlpack.from_dlpack``: the standard's import, as JAX spells it.
+  """``jax.dlpack.from_dlpack``: :func:`array_api_from_dlpack` as JAX spells it.
 
-  It is :func:`array_api_from_dlpack`, with ``device`` and ``copy``
-  positional too.
+  ``device`` and ``copy`` may be passed by position too.
   """
   return array_api_from_dlpack(external_array, device=device, copy=copy)
 
@@ -108,10 +103,7 @@ _Function = TypeVar("_Function", bound=Callable[..., Any])
 
 
 def _called(name: str) -> Callable[[_Function], _Function]:
-  """Names a function as users call it, in argument errors and tracebacks.
-
-  No wrapper, so no call layer: the function's own code object is renamed.
-  """
+  """Renames a function in errors and tracebacks: its code, not a wrapper."""
   def rename(function: _Function) -> _Function:
     if sys.version_info >= (3, 11):
       code = function.__code__.replace(co_name=name, co_qualname=name)
@@ -129,129 +121,89 @@ def array_api_from_dlpack(x: Any, /, *,
                           copy: bool | None = None) -> Array:
   """Returns a :class:`~jax.Array` holding the data of a DLPack array.
 
-  The Array API standard's ``from_dlpack``, which ``jax.numpy`` exports
-  as it is: the entry point every import goes through, one call deep.
+  The Array API standard's ``from_dlpack`` (``jax.numpy``'s, as is): request
+  (:func:`dlpack_request.of`), negotiation (``_negotiate_*``), one plan
+  (:func:`dlpack_plan.plan`), the route's import, and :func:`_place`.
 
   Args:
     x: an object with ``__dlpack__`` and ``__dlpack_device__`` methods (a
       NumPy array, a torch tensor, a ``jax.Array``, ...).
-    device: where to place the result: ``None`` keeps the producer's device,
-      a ``jax.Device`` or a single-device ``Sharding`` places it on that
-      device, a multi-device ``Sharding`` replicates or shards it.
-    copy: ``True`` always returns an independent buffer. ``False`` never
-      copies: the result shares memory with ``x``, or an error is raised.
+    device: ``None`` keeps the producer's device; a ``jax.Device`` or a
+      single-device ``Sharding`` places the result on that device, a
+      multi-device ``Sharding`` replicates or shards it, and a ``Format``
+      places it on its sharding in its layout.
+    copy: ``True`` always returns an independent buffer; ``False`` never
+      copies (the result shares memory with ``x``, or an error is raised);
       ``None`` shares memory where possible and copies otherwise.
 
-  Sharing is possible when the data lies on ``device`` (or no device was
-  given), is 64-byte aligned on the CPU, is laid out in row-major order (or
-  compactly in any dimension order, where jaxlib handles that soundly:
-  ``dlpack_compat.non_row_major_problem``), and has a dtype that needs no
+  Sharing is possible when the data lies on ``device`` (if given), in its
+  memory kind and layout, 64-byte aligned on the CPU, in row-major order (or
+  compact in any dimension order, where jaxlib handles that soundly:
+  ``dlpack_compat.non_row_major_problem``), with a dtype that needs no
   canonicalisation (with ``jax_enable_x64`` off, 64-bit types become 32-bit
   ones). Zero-size arrays have no memory to share and are always returned
-  fresh.
+  fresh. docs/behaviour.md's table gives what each source and target comes to.
 
   Returns:
-    A ``jax.Array``. A shared result aliases the producer's memory: writes to
+    A ``jax.Array``. A shared one aliases the producer's memory: writes to
     the producer's array show through it.
 
   Raises:
     TypeError: ``copy`` is not a bool or ``None``.
     InvalidDeviceError: (a ``TypeError`` and ``ValueError``) ``device`` is
-      not a device or sharding.
+      not a device, sharding or ``Format``.
+    ValueError: ``device`` is a ``Format`` whose layout is ``Layout.AUTO``,
+      or one this JAX cannot hold a CPU array in.
     MissingDLPackMethodsError: (an ``AttributeError`` and ``TypeError``)
       ``x`` lacks ``__dlpack__`` or ``__dlpack_device__``.
     UnsupportedDeviceError: (a ``BufferError`` and ``TypeError``) the array
       lives on a device type JAX cannot read.
     CopyRequiredError: (a ``BufferError`` and ``ValueError``) ``copy=False``
       but a copy is needed; the message says why.
-    BufferError: the producer cannot export the array, or the array lives on
-      a platform this JAX has no backend for and no host device was given.
-      A ``BufferError`` raised by the producer propagates unchanged.
+    BufferError: the producer cannot export the array (its own
+      ``BufferError`` propagates unchanged), or the array lives on a
+      platform this JAX has no backend for and no host device was given.
     TransformationError: called while tracing a JAX transformation.
-    MemoryError: a copy the import needs does not fit in memory (once
-      copied, a broadcast tensor holds every element).
+    MemoryError: a copy the import needs (of every element, for a broadcast
+      tensor) does not fit in memory.
   """
-  if copy is not None and copy is not True and copy is not False:
-    copy = dlpack_plan.check_copy(copy)
-  target = None if device is None else dlpack_device.check_target(device)
-  if not dlpack_compat.trace_state_clean():
-    raise _transformation_error()
-  if isinstance(target, dlpack_compat.FORMAT_TYPE):
-    return _from_dlpack_in_format(x, target, copy)
-  if type(x) is np.ndarray:  # pylint: disable=unidiomatic-typecheck
-    result = None
-    if target is not None and copy is not False:
-      result = _from_numpy_to_accelerator(x, target)
-    if result is None:
-      result = _from_numpy_as_is(x, target, copy)
-    if result is not None:
-      return result
-  elif isinstance(x, array.ArrayImpl):
-    return _from_jax_array(x, target, copy)
-  elif type(x) is _torch_tensor_type():  # pylint: disable=unidiomatic-typecheck
-    result = _from_torch_as_is(x, target, copy)
-    if result is not None:
-      return result
-  _check_dlpack_methods(x)
-  dl_device = dlpack_device.dlpack_device_of(x)
-  source = dlpack_device.jax_device_for(dl_device)
-  if source is None:
-    return _from_foreign_platform(x, dl_device, target, copy)
-  # Decided again once the capsule is read; a move copy=False forbids raises
-  # before the producer is asked.
-  decision = dlpack_plan.plan(copy, target, source)
-  stream = _consumer_stream(x, dl_device, source)
+  target, layout, copy = dlpack_request.of(device, copy)
+  # The negotiation: jax.Arrays, and NumPy arrays and torch tensors jaxlib
+  # takes as they are, say what they are; others are asked for a capsule.
   kind = type(x)
-  is_torch_tensor = kind is _torch_tensor_type()
-  if (is_torch_tensor and decision is _SHARE_OR_COPY
-      and not dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES):
-    # torch has no read-only tensors and copies only when asked: its 0.x
-    # capsule says all its 1.x one would, and this jaxlib reads it as it is.
-    capsule = x.__dlpack__(stream=stream)
+  if kind is np.ndarray:
+    negotiated = (_negotiate_numpy(x, target)
+                  or _negotiate_capsule(x, target, copy))
+  elif isinstance(x, array.ArrayImpl):
+    negotiated = _negotiate_jax_array(x)
+  elif kind is _torch_tensor_type():
+    negotiated = _negotiate_torch(x) or _negotiate_capsule(x, target, copy)
   else:
-    capsule = _request_capsule(x, stream, copy)
-  result = _import(x, capsule, source, dl_device[0], stream, copy, target,
-                   fresh=is_torch_tensor or kind is np.ndarray)
-  return _place(result, target, source)
+    negotiated = _negotiate_capsule(x, target, copy)
+  route, source, obstacle, read_only, producer_copied, held = negotiated
+  # The one plan, then its execution: the route's import, the placement.
+  decision = dlpack_plan.plan(copy, target, source, obstacle, read_only,
+                              producer_copied)
+  # Into a layout, a copy is made by the placement into it: not twice.
+  imported = route(held, source, _SHARE_OR_COPY
+                   if layout is not None and decision is _COPY else decision)
+  if target is None and layout is None:
+    return imported  # Placed already: the commonest request, spared a call.
+  return _place(imported, target, layout, decision, device)
 
 
-def _from_dlpack_in_format(x: Any, target_format: dlpack_device.Format,
-                           copy: bool | None) -> Array:
-  """Imports ``x`` onto a ``Format``'s sharding, in its layout.
-
-  The import is shared where ``copy`` allows and the data already lies as
-  the ``Format`` asks: on its sharding's device and memory kind (none: the
-  producer's device), in its layout (none: any), as a transposed NumPy
-  array lies in the layout its strides give. Otherwise the data is copied
-  there once, which ``copy=False`` refuses. Under ``copy=True`` the result
-  is always a buffer of its own.
-  """
-  layout, sharding = dlpack_device.format_parts(target_format)
-  # Into a layout, copy=True is met after the import, by the copy into it or
-  # by a copy in it: the import itself need not copy too.
-  copies_after = layout is not None and dlpack_plan.plan(copy) is _COPY
-  result = array_api_from_dlpack(x, device=sharding,
-                                 copy=None if copies_after else copy)
-  obstacle = dlpack_device.format_obstacle(result, layout, sharding)
-  # Raises under copy=False where the result does not lie as asked.
-  dlpack_plan.plan(copy, obstacle=obstacle,
-                   specified=f"device={target_format!r}")
-  if obstacle is not None:
-    return _finished(dlpack_device.place_in_format(result, layout, sharding))
-  if copies_after:
-    return _finished(dlpack_device.place(
-        result, dlpack_compat.FORMAT_TYPE(layout, result.sharding),
-        may_alias=False))
-  return result
+# A negotiation's answer: the route importing the source, the device (or
+# jax.Array) holding it, the plan's other facts (an obstacle to sharing,
+# read-only, the producer's own copy), and what the route takes.
+_Route = Callable[[Any, Any, dlpack_plan.Decision], Array]
+_Negotiated = tuple[_Route, Any, "str | None", bool, bool, Any]
 
 
 def _torch_tensor_type() -> type[Any] | None:
   """``torch.Tensor``, once something has imported torch; else ``None``.
 
-  ``numpy.ndarray`` and ``torch.Tensor`` make a new capsule at every
-  ``__dlpack__`` call, which only the caller holds: it need not be claimed
-  against other threads. Only these classes themselves are known to; a
-  subclass may override ``__dlpack__``.
+  It and ``numpy.ndarray`` (not subclasses, which may override
+  ``__dlpack__``) make a capsule per call that no other thread can claim.
   """
   if _torch_tensor[0] is None:
     torch = sys.modules.get("torch")
@@ -263,85 +215,103 @@ def _torch_tensor_type() -> type[Any] | None:
 _torch_tensor: list[type[Any] | None] = [None]
 
 
-def _from_numpy_as_is(x: np.ndarray[Any, Any],
-                      target: dlpack_device.Target | None,
-                      copy: bool | None) -> Array | None:
-  """Shares a NumPy array jaxlib can alias as it is; ``None`` if it cannot.
+def _negotiate_numpy(x: np.ndarray[Any, Any],
+                     target: dlpack_device.Target | None
+                     ) -> _Negotiated | None:
+  """A NumPy array jaxlib takes as it is; ``None`` for the capsule route.
 
-  The fast path for the commonest producer: a C-contiguous array of a dtype
-  JAX keeps. NumPy's own capsule goes to jaxlib: a 0.x one for a writable
-  array, a READ_ONLY 1.x one for a read-only array (as a 0.x structure
-  holding it, where jaxlib reads only 0.x). NumPy filled it with the array's
-  own fields, so there is nothing to check (as :func:`dlpack_capsule.take`
-  does for capsules a producer might share or corrupt), and NumPy's C
-  functions release it: no Python runs when the result is freed. See
-  :func:`_import_as_is` for alignment; everything else, and anything jaxlib
-  refuses, takes the general path.
+  A C-contiguous array of a dtype JAX keeps, whose flags say all its capsule
+  would; to an accelerator, any exported one, in one hop (:func:`_move_numpy`).
   """
+  if (target is not None and x.dtype in dlpack_capsule.NUMPY_EXPORTED_DTYPES
+      and not dlpack_device.is_host(target)):
+    return _move_numpy, _host_device(), None, False, False, (x, target)
   flags = x.flags
-  nbytes = x.nbytes  # Zero only for a zero-size array: no dtype has size 0.
   dtype = x.dtype
-  if (not flags.c_contiguous or not nbytes
+  if (not flags.c_contiguous or not x.nbytes  # Zero for zero-size arrays.
       # The narrow test first spares the commonest dtypes a call.
       or (dtype not in _NARROW_EXPORTED_DTYPES
           and not _numpy_exports_as_kept(dtype))
       or (dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS and 1 in x.shape)):
     return None
-  source = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
-  if source is None:
-    return None
-  writable = flags.writeable
-  decision = dlpack_plan.plan(copy, target, source, None, not writable)
+  host = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
+  if flags.writeable:
+    return _import_numpy, host, None, False, False, x
+  return _import_read_only_numpy, host, None, True, False, x
+
+
+def _host_device() -> Any:
+  return dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
+
+
+def _import_numpy(x: np.ndarray[Any, Any], source: Any,
+                  decision: dlpack_plan.Decision) -> Array:
+  """Imports a writable NumPy array :func:`_negotiate_numpy` took, as planned.
+
+  NumPy's own 0.x capsule goes to jaxlib unchecked (NumPy filled it), and
+  NumPy's C code frees it. A copy, and what :func:`_import_as_is` declines,
+  take the capsule route with the same plan.
+  """
   if decision is _COPY:
-    return None
+    return _import_through_capsule(x, decision)
   producer: Any = x  # NumPy's stubs for pytype lack __dlpack__.
-  address = None
-  if writable:
-    capsule = producer.__dlpack__()
-  elif dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES:
-    capsule = producer.__dlpack__(max_version=dlpack_capsule.MAX_VERSION)
+  address = (None if dlpack_compat.JAXLIB_COPIES_UNALIGNED  # jaxlib checks.
+             else dlpack_capsule.writable_buffer_address(x))
+  return _import_as_is(x, producer.__dlpack__(), address, x.nbytes, source,
+                       decision)
+
+
+def _import_read_only_numpy(x: np.ndarray[Any, Any], source: Any,
+                            decision: dlpack_plan.Decision) -> Array:
+  """Imports a read-only NumPy array, as :func:`_import_numpy` does.
+
+  Its capsule is NumPy's READ_ONLY 1.x one, in a 0.x structure where jaxlib
+  reads only 0.x.
+  """
+  if decision is _COPY:
+    return _import_through_capsule(x, decision)
+  producer: Any = x  # NumPy's stubs for pytype lack __dlpack__.
+  if dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES:
+    capsule, address = producer.__dlpack__(
+        max_version=dlpack_capsule.MAX_VERSION), None
   else:
     capsule, address = dlpack_capsule.legacy_capsule_of_read_only(x)
   if dlpack_compat.JAXLIB_COPIES_UNALIGNED:
     address = None  # jaxlib checks the alignment itself.
-  elif address is None:
-    address = dlpack_capsule.writable_buffer_address(x)
-  return _import_as_is(capsule, address, nbytes, source, target, decision)
+  return _import_as_is(x, capsule, address, x.nbytes, source, decision)
 
 
-def _from_numpy_to_accelerator(x: np.ndarray[Any, Any],
-                               target: dlpack_device.Target) -> Array | None:
-  """Moves a NumPy array onto an accelerator in one hop; ``None`` otherwise.
+def _import_through_capsule(x: Any, decision: dlpack_plan.Decision) -> Array:
+  """Imports what a fast route declined through its capsule, as planned.
 
-  A move to an accelerator copies whatever ``copy`` says (but ``False``,
-  which the general path refuses), and jaxlib's own transfer reads the array
-  as it lies, any strides, where the general path would first import a host
-  alias (or, for unaligned data, a host copy) and then move that. ``None``
-  for a host target, and for a dtype the general path must judge.
-
-  jaxlib may go on reading the source after ``device_put`` returns (it asks
-  for zero-copy host semantics), so the result is handed back only once the
-  transfer is done: a later write to the source never shows in it.
+  What the capsule shows stands in the way of sharing, the fast route could
+  not see: the plan meets it as it promised (``SHARE`` raises).
   """
-  if (x.dtype not in dlpack_capsule.NUMPY_EXPORTED_DTYPES
-      or dlpack_device.is_host(target)):
-    return None
+  route, source, obstacle, _, _, held = _negotiate_capsule(x, None, None)
+  if obstacle is not None and decision is not _COPY:
+    decision = dlpack_plan.sharing_failed(decision, obstacle)
+  return route(held, source, decision)
+
+
+def _move_numpy(held: tuple[np.ndarray[Any, Any], dlpack_device.Target],
+                source: Any, decision: dlpack_plan.Decision) -> Array:
+  """Moves a NumPy array onto an accelerator in one hop.
+
+  A move copies whatever the plan says (it refuses ``copy=False``). jaxlib's
+  transfer reads the array as it lies, with no host alias or copy first, and
+  may read it after ``device_put`` returns: the result comes back once the
+  transfer is done, so later writes to the source never show in it.
+  """
+  del source, decision  # A move is a copy.
+  x, target = held
   return _finished(dlpack_device.place(x, target))
 
 
-def _from_torch_as_is(tensor: Any, target: dlpack_device.Target | None,
-                      copy: bool | None) -> Array | None:
-  """Shares a CPU torch tensor jaxlib can alias as it is; ``None`` if not.
+def _negotiate_torch(tensor: Any) -> _Negotiated | None:
+  """A CPU torch tensor jaxlib takes as it is; ``None`` for the capsule route.
 
-  The fast path for torch: a contiguous host tensor of a dtype JAX keeps.
-  Its properties say all that reading its capsule would: torch exports a
-  host tensor's own memory with its own fields, never copies unless asked
-  and has no read-only tensors, so the capsule needs no checks and no
-  conversion (a 0.x one where jaxlib reads only 0.x). torch's own
-  ``__dlpack__`` makes it, refusing what it refuses on the general path
-  (tensors that require grad, conjugate views), and torch's C deleter
-  releases it. See :func:`_import_as_is` for alignment; everything else,
-  and anything jaxlib refuses, takes the general path.
+  Contiguous, of a dtype JAX keeps: torch exports its own memory and fields,
+  copies only when asked and has no read-only tensors, so no capsule is read.
   """
   dtype = _torch_dtypes().get(tensor.dtype)
   if (dtype is None or not tensor.is_cpu
@@ -350,19 +320,26 @@ def _from_torch_as_is(tensor: Any, target: dlpack_device.Target | None,
       or (dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS
           and 1 in tensor.shape)):
     return None
-  source = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
-  if source is None:
-    return None
-  decision = dlpack_plan.plan(copy, target, source)  # torch has no read-only.
+  return _import_torch, _host_device(), None, False, False, tensor
+
+
+def _import_torch(tensor: Any, source: Any,
+                  decision: dlpack_plan.Decision) -> Array:
+  """Imports a torch tensor :func:`_negotiate_torch` took, as planned.
+
+  torch's ``__dlpack__`` makes the capsule (0.x where jaxlib reads only 0.x),
+  refusing as on the capsule route (grad-requiring tensors, conjugate views),
+  and torch's C deleter releases it. Otherwise as :func:`_import_numpy`.
+  """
   if decision is _COPY:
-    return None
+    return _import_through_capsule(tensor, decision)
   if dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES:
     capsule = tensor.__dlpack__(max_version=dlpack_capsule.MAX_VERSION)
   else:
     capsule = tensor.__dlpack__()
   address = (None if dlpack_compat.JAXLIB_COPIES_UNALIGNED
              else tensor.data_ptr())
-  return _import_as_is(capsule, address, tensor.nbytes, source, target,
+  return _import_as_is(tensor, capsule, address, tensor.nbytes, source,
                        decision)
 
 
@@ -382,24 +359,22 @@ def _torch_dtypes() -> dict[Any, np.dtype[Any]]:
 _torch_dtype_twins: dict[Any, np.dtype[Any]] = {}
 
 
-def _import_as_is(capsule: Any, address: int | None, nbytes: int,
-                  source: Any, target: dlpack_device.Target | None,
-                  decision: dlpack_plan.Decision) -> Array | None:
-  """Hands a producer's own host capsule to jaxlib; ``None`` if it refuses.
+def _import_as_is(x: Any, capsule: Any, address: int | None, nbytes: int,
+                  source: Any, decision: dlpack_plan.Decision) -> Array:
+  """Hands a producer's own host capsule of ``x`` to jaxlib, as planned.
 
-  Where jaxlib copies unaligned data itself (``address`` is then ``None``),
-  it is asked to alias or, for small data a ``SHARE_OR_COPY`` decision lets
-  it copy, to copy, which is the fastest copy for them; asked not to copy,
-  it refuses unaligned data. Elsewhere only a 64-byte aligned ``address`` is
-  imported. A capsule not imported dies unconsumed, releasing what it holds,
-  and the general path decides.
+  Where jaxlib copies unaligned data itself (``address`` is ``None``), it may
+  copy small data under ``SHARE_OR_COPY`` (their fastest copy), else only
+  aliases; elsewhere only a 64-byte aligned ``address`` is imported. A
+  capsule not imported dies unconsumed, releasing its hold; ``x`` then takes
+  the capsule route.
   """
   copies = False
   if address is None:
     copies = (decision is _SHARE_OR_COPY
               and nbytes <= _JAXLIB_COPY_MAX_BYTES)
   elif address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT:
-    return None
+    return _import_through_capsule(x, decision)
   try:
     if copies:
       result = dlpack_compat.import_aliasing_or_copying(capsule, source,
@@ -407,11 +382,12 @@ def _import_as_is(capsule: Any, address: int | None, nbytes: int,
     else:
       result = dlpack_compat.import_capsule(capsule, source, None, _KDL_CPU)
   except dlpack_compat.RuntimeErrorType:
-    return None
+    return _import_through_capsule(x, decision)
   if (decision is _SHARE and address is not None
       and result.unsafe_buffer_pointer() != address):
-    dlpack_plan.replan(decision, _JAXLIB_COPIED)  # Raises.
-  return result if target is None else _place(result, target, source)
+    dlpack_plan.sharing_failed(decision, _JAXLIB_COPIED)  # Raises.
+  imported: Array = result
+  return imported
 
 
 def _numpy_exports_as_kept(dtype: np.dtype[Any]) -> bool:
@@ -425,16 +401,6 @@ def _numpy_exports_as_kept(dtype: np.dtype[Any]) -> bool:
 _NARROW_EXPORTED_DTYPES = frozenset(
     dtype for dtype in dlpack_capsule.NUMPY_EXPORTED_DTYPES
     if dtype.itemsize < 8)
-
-
-
-def _transformation_error() -> TransformationError:
-  return TransformationError(
-      "from_dlpack cannot be called inside a JAX transformation (jit, vmap, "
-      "grad, scan, ...): it reads an external buffer that tracing cannot "
-      "follow, so the traced function would bake in the buffer's current "
-      "contents. Call from_dlpack outside the transformation and pass the "
-      "result in as an argument.")
 
 
 def _check_dlpack_methods(external_array: Any) -> None:
@@ -458,48 +424,68 @@ def _check_dlpack_methods(external_array: Any) -> None:
 _JAXLIB_COPIED = "jaxlib copied the data it was given"
 
 
-def _place(result: Array, target: dlpack_device.Target | None,
-           source: Any) -> Array:
-  if dlpack_device.is_only(target, source):
-    return result
-  return _finished(dlpack_device.place(result, target))
+def _place(imported: Array, target: dlpack_device.Target | None,
+           layout: Any, decision: dlpack_plan.Decision,
+           device: object) -> Array:
+  """Places an import where the request asked: the last step of each call.
+
+  A move copies: the plan refused it under ``copy=False``. Another memory
+  kind or layout than asked for, which the plan could not see, is copied
+  into as well (``copy=False`` refuses it, naming ``device``). Under
+  ``copy=True`` into a layout, the copy is made here.
+  """
+  obstacle = dlpack_device.placement_obstacle(imported, target, layout)
+  if obstacle is None:
+    if layout is None or decision is not _COPY:
+      return imported
+    return _finished(dlpack_device.place(
+        imported, dlpack_compat.FORMAT_TYPE(layout, imported.sharding),
+        may_alias=False))
+  if not dlpack_device.moves(imported, target):
+    dlpack_plan.sharing_failed(decision, obstacle, f"device={device!r}")
+  return _finished(dlpack_device.place_in_format(imported, layout, target))
 
 
 def _finished(copied: Array) -> Array:
   """Returns ``copied`` once the copy or transfer making it has finished.
 
-  JAX copies and transfers asynchronously. One whose input aliases a
-  producer's memory must have read it before from_dlpack returns: the
-  producer may change or free that memory from then on.
+  The producer may change or free what it read once from_dlpack returns.
   """
   return copied.block_until_ready()
 
 
-def _from_jax_array(x: Array, target: dlpack_device.Target | None,
-                    copy: bool | None) -> Array:
-  """Imports a ``jax.Array`` without a DLPack round trip; keeps its device.
+def _negotiate_jax_array(x: Array) -> _Negotiated:
+  """A ``jax.Array``, taken without DLPack; only x64 narrowing bars sharing."""
+  dtype = x.dtype
+  canonical = dtypes.canonicalize_dtype(dtype)
+  if canonical == dtype:
+    return _import_jax_array, x, None, False, False, x
+  return (_narrow_jax_array, x, _narrowing(dtype, canonical), False, False,
+          (x, canonical))
 
-  A ``COPY`` decision copies before any move: ``device_put`` may alias
-  across CPU devices.
-  """
-  canonical = dtypes.canonicalize_dtype(x.dtype)
-  narrowing = None if canonical == x.dtype else _narrowing(x.dtype, canonical)
-  decision = dlpack_plan.plan(copy, target, x, narrowing)
-  if narrowing is not None:
-    x = x.astype(canonical)  # The copy the decision asked for.
-  elif decision is _COPY:
-    x = _array_copy(x)
-  if target is None or dlpack_device.holds(x, target):
-    return x
-  return dlpack_device.place(x, target)
+
+def _import_jax_array(x: Array, source: Any,
+                      decision: dlpack_plan.Decision) -> Array:
+  """Returns the array, or as planned its copy (``device_put`` may alias)."""
+  del source  # The array.
+  if decision is _COPY:
+    return _array_copy(x)
+  return x
+
+
+def _narrow_jax_array(held: tuple[Array, Any], source: Any,
+                      decision: dlpack_plan.Decision) -> Array:
+  """Returns the array as the dtype x64 off holds it: the plan's copy."""
+  del source, decision  # The array; a copy.
+  x, canonical = held
+  return x.astype(canonical)
 
 
 def _consumer_stream(external_array: Any, dl_device: tuple[int, int],
                      source: Any) -> int | None:
   """Returns the stream the producer must make the data ready on."""
   if dl_device[0] in dlpack_device.HOST_DEVICE_TYPES:
-    # Pinned host tensors export through their CPU __dlpack__ (torch), which
-    # rejects any stream but None.
+    # Pinned host tensors export as CPU ones (torch): only stream None works.
     return None
   if _is_tensorflow_tensor(external_array):
     return None  # TensorFlow's __dlpack__ takes no stream.
@@ -523,11 +509,9 @@ def _request_capsule(external_array: Any, stream: int | None,
                      dl_device: tuple[int, int] | None = None) -> Any:
   """Calls ``__dlpack__`` with only the keywords this import needs.
 
-  A producer that does not know a keyword raises ``TypeError``; it is asked
-  again with fewer: first without ``dl_device`` and ``copy``, then with
-  ``stream`` alone. Dropping ``copy=False`` is safe, since the import checks
-  what it gets and never copies under it; a ``dl_device`` request cannot be
-  dropped, and raises ``BufferError`` instead.
+  A producer raising ``TypeError`` at a keyword is asked again without
+  ``dl_device`` and ``copy`` (the import checks ``copy=False`` itself), then
+  with ``stream`` alone; a ``dl_device`` request raises ``BufferError``.
   """
   if copy is None and dl_device is None:
     # The commonest request, asked without building the attempts below.
@@ -558,23 +542,41 @@ def _request_capsule(external_array: Any, stream: int | None,
   return external_array.__dlpack__(**attempts[-1])
 
 
-def _import(producer: Any, capsule: Any, source: Any, dl_device_type: int,
-            stream: int | None, copy: bool | None,
-            target: dlpack_device.Target | None, fresh: bool = False) -> Any:
-  """Imports ``capsule`` onto ``source``, its producer's device.
+def _negotiate_capsule(x: Any, target: dlpack_device.Target | None,
+                       copy: bool | None) -> _Negotiated:
+  """Asks any producer for its capsule, and reads it.
 
-  Args:
-    producer: the object whose ``__dlpack__`` made ``capsule``; an import
-      whose tensor has a NULL deleter holds it (see
-      :func:`dlpack_capsule.take`).
-    copy: the caller's ``copy``, which :func:`dlpack_plan.plan` turns into
-      sharing or copying once the capsule's fields are known.
-    target: where the caller places the result afterwards.
-    fresh: the producer makes a new capsule per call (see
-      :func:`dlpack_capsule.take`).
+  Only a bool ``copy`` is passed on (the producer may copy, saying so, or
+  refuse); a platform JAX lacks is not asked yet (:func:`_negotiate_foreign`).
   """
-  # From here `capsule` owns the producer's memory, which a copy reads: it
-  # stays alive until this function returns.
+  _check_dlpack_methods(x)
+  dl_device = dlpack_device.dlpack_device_of(x)
+  source = dlpack_device.jax_device_for(dl_device)
+  if source is None:
+    return _negotiate_foreign(x, dl_device, target, copy)
+  stream = _consumer_stream(x, dl_device, source)
+  kind = type(x)
+  is_torch_tensor = kind is _torch_tensor_type()
+  if (is_torch_tensor and copy is None
+      and not dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES):
+    # torch's 0.x capsule says all its 1.x would; this jaxlib reads it as is.
+    capsule = x.__dlpack__(stream=stream)
+  else:
+    capsule = _request_capsule(x, stream, copy)
+  return _read_capsule(x, capsule, source, dl_device[0], stream,
+                       fresh=is_torch_tensor or kind is np.ndarray)
+
+
+def _read_capsule(producer: Any, capsule: Any, source: Any,
+                  dl_device_type: int, stream: int | None,
+                  fresh: bool = False) -> _Negotiated:
+  """Claims and reads ``capsule``: what it holds, and its route.
+
+  ``producer`` made it; an import of a tensor with a NULL deleter holds it.
+  ``fresh``: the producer makes a new capsule per call. For both, see
+  :func:`dlpack_capsule.take`. ``source`` is ``__dlpack_device__``'s device.
+  """
+  # `capsule` now owns the producer's memory: `held` keeps it for the import.
   capsule, info = dlpack_capsule.take(
       capsule,
       versioned_ok=dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES,
@@ -584,9 +586,8 @@ def _import(producer: Any, capsule: Any, source: Any, dl_device_type: int,
       raise BufferError(
           f"from_dlpack: the capsule is on DLDeviceType {info.device[0]} "
           f"but __dlpack_device__ said {dl_device_type}.")
-    # torch's __dlpack_device__ says a pinned tensor is kDLCUDAHost, and its
-    # capsule says kDLCPU: host memory either way, which the CPU reads.
-    source = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
+    # torch says kDLCUDAHost for a pinned tensor, its capsule kDLCPU: host.
+    source = _host_device()
     dl_device_type = _KDL_CPU
   if not dlpack_compat.jax_has_dtype(info.dtype):
     raise BufferError(
@@ -594,41 +595,64 @@ def _import(producer: Any, capsule: Any, source: Any, dl_device_type: int,
         "JAX does not have.")
   canonical = _canonical_dtype(info.dtype)
   if dl_device_type != _KDL_CPU:
-    return _import_device(capsule, info, source, dl_device_type, stream,
-                          canonical, copy, target)
-  return _import_host(capsule, info, source, canonical, copy, target)
+    return _device_route(capsule, info, source, dl_device_type, stream,
+                         canonical)
+  obstacle = _why_host_copy(info, canonical)
+  return (_import_host, source, obstacle, info.read_only, info.is_copied,
+          (capsule, info, canonical, obstacle))
 
 
-def _import_host(capsule: Any, info: dlpack_capsule.TensorInfo, source: Any,
-                 canonical: np.dtype[Any], copy: bool | None,
-                 target: dlpack_device.Target | None) -> Any:
+def _device_route(capsule: Any, info: dlpack_capsule.TensorInfo, source: Any,
+                  dl_device_type: int, stream: int | None,
+                  canonical: np.dtype[Any]) -> _Negotiated:
+  """The route of a read accelerator capsule, and what stands in its way.
+
+  A dtype that narrows, or a layout jaxlib or XLA cannot take: asking jaxlib
+  despite a refusal could import the data permuted.
+  """
+  narrowing = (None if canonical == info.dtype
+               else _narrowing(info.dtype, canonical))
+  layout = _why_jaxlib_cannot_read(info) or _why_xla_cannot_compute_on(
+      info, dl_device_type)
+  return (_import_device, source, narrowing or layout, info.read_only,
+          info.is_copied, (capsule, info, canonical, dl_device_type, stream,
+                           narrowing, layout))
+
+
+def _import_host(held: tuple[Any, dlpack_capsule.TensorInfo, np.dtype[Any],
+                              str | None],
+                 source: Any, decision: dlpack_plan.Decision) -> Array:
   """Imports a host tensor: shares it, or copies it once into aligned memory.
 
-  ``info`` is what ``capsule`` describes; ``canonical`` the dtype JAX holds
-  it as.
+  ``held``: the capsule, its info, JAX's dtype for it, and why jaxlib cannot
+  alias it (or ``None``), which the plan knew. A copy the producer made is
+  not copied again, where the plan was made before the capsule was read (for
+  a platform JAX lacks).
   """
-  obstacle = _why_host_copy(info, canonical)
-  decision = dlpack_plan.plan(copy, target, source, obstacle, info.read_only,
-                              info.is_copied)
+  capsule, info, canonical, obstacle = held
+  if obstacle is None and decision is _COPY and info.is_copied:
+    decision = _SHARE_OR_COPY  # The producer's copy is the copy asked for.
   if decision is not _COPY and info.size:
     # Zero-size data has no memory to alias: it comes back fresh below.
     try:
       result = dlpack_compat.import_capsule(capsule, source, None, _KDL_CPU)
     except dlpack_compat.RuntimeErrorType as err:
       # The capsule is still ours.
-      decision = dlpack_plan.replan(decision, f"jaxlib cannot alias it ({err})")
+      dlpack_plan.sharing_failed(decision, f"jaxlib cannot alias it ({err})")
     else:
       if (decision is _SHARE
           and result.unsafe_buffer_pointer() != info.address):
-        dlpack_plan.replan(decision, _JAXLIB_COPIED)  # Raises.
-      return result
+        dlpack_plan.sharing_failed(decision, _JAXLIB_COPIED)  # Raises.
+      imported: Array = result
+      return imported
   elif (info.address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT
         and dlpack_compat.JAXLIB_COPIES_UNALIGNED and canonical == info.dtype
         and _why_jaxlib_cannot_read(info) is None):
-    result = _import_small_unaligned(capsule, info, source)
-    if result is not None:
-      return result
-  return _import_host_copy(info, source, canonical)
+    copied: Array | None = _import_small_unaligned(capsule, info, source)
+    if copied is not None:
+      return copied
+  fresh: Array = _import_host_copy(info, source, canonical)
+  return fresh
 
 
 def _is_pinned_host_as_cpu(capsule_type: int, reported_type: int) -> bool:
@@ -637,17 +661,13 @@ def _is_pinned_host_as_cpu(capsule_type: int, reported_type: int) -> bool:
           and reported_type in dlpack_device.HOST_DEVICE_TYPES)
 
 
-# Below this size jaxlib's own copy of unaligned data is the cheapest; above
-# it, one np.copyto into aligned memory is several times faster.
+# jaxlib copies unaligned data fastest up to this size; np.copyto above it.
 _JAXLIB_COPY_MAX_BYTES = 1 << 16
 
 
 def _import_small_unaligned(capsule: Any, info: dlpack_capsule.TensorInfo,
                             source: Any) -> Any | None:
-  """Lets jaxlib copy a small unaligned host tensor; ``None`` if it won't.
-
-  ``info`` is what ``capsule`` describes.
-  """
+  """Lets jaxlib copy a small unaligned host tensor; ``None`` if it won't."""
   if (info.size * info.dtype.itemsize > _JAXLIB_COPY_MAX_BYTES
       or not _is_compact(info.shape, info.strides)):
     return None
@@ -676,9 +696,8 @@ def _why_host_copy(info: dlpack_capsule.TensorInfo,
     return (f"the source data buffer is not aligned to "
             f"{dlpack_compat.CPU_ZERO_COPY_ALIGNMENT} bytes")
   if not info.size:
-    # No element: its strides lay out nothing, and a fresh buffer shares
-    # all there is (see _import_host). Unaligned, it is refused above, as
-    # upstream refuses it: code relies on that.
+    # No element, no layout: a fresh buffer shares all there is. Unaligned,
+    # it is refused above, as upstream does: code relies on that.
     return None
   if not _is_compact(info.shape, info.strides):
     return (f"strides {info.strides} (in elements, for shape {info.shape}) "
@@ -724,11 +743,7 @@ def _is_row_major(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
 
 
 def _strides_never_grow(strides: tuple[int, ...]) -> bool:
-  """Whether sorting dimensions by stride keeps them in C order.
-
-  That is the order jaxlib gives row-major strides whose size-1 dimensions
-  it does not set apart (ties keep C order).
-  """
+  """Whether sorting dimensions by stride, as jaxlib does, keeps C order."""
   return all(outer >= inner for outer, inner in zip(strides, strides[1:]))
 
 
@@ -746,8 +761,7 @@ def _import_host_copy(info: dlpack_capsule.TensorInfo, source: Any,
                       canonical: np.dtype[Any]) -> Any:
   """Copies a host tensor once, as ``canonical``, into memory jaxlib aliases.
 
-  The capsule ``info`` was read from owns the producer's memory, which the
-  copy reads: the caller keeps it alive until this returns.
+  The caller keeps ``info``'s capsule, which owns the memory read, alive.
   """
   copied = aligned_empty(info.shape, canonical)
   np.copyto(copied, dlpack_capsule.host_view(info), casting="unsafe")
@@ -760,8 +774,7 @@ def _adopt_host_copy(copied: np.ndarray[Any, Any], source: Any) -> Any:
   if code is not None and dlpack_compat.jaxlib_knows_type_code(code):
     return dlpack_compat.import_capsule(
         dlpack_capsule.capsule_for_host_array(copied), source, None, _KDL_CPU)
-  # DLPack cannot carry this dtype into an older jaxlib; JAX's own transfer
-  # can, and may alias the copy, which nothing else writes.
+  # Older jaxlibs lack this dtype in DLPack; device_put may alias the copy.
   return dlpack_device.place(copied, source)
 
 
@@ -776,30 +789,25 @@ def aligned_empty(shape: tuple[int, ...],
   nbytes = math.prod(shape) * dtype.itemsize
   raw = np.empty(nbytes + alignment, np.uint8)
   start = -raw.ctypes.data % alignment
-  # Built on the buffer directly: reshaping a zero-size view would not keep
-  # its (aligned) data pointer.
+  # Not a reshaped view: a zero-size one would lose its aligned data pointer.
   return np.ndarray(shape, dtype, buffer=raw, offset=start)
 
 
-def _import_device(capsule: Any, info: dlpack_capsule.TensorInfo,
-                   source: Any, dl_device_type: int, stream: int | None,
-                   canonical: np.dtype[Any], copy: bool | None,
-                   target: dlpack_device.Target | None) -> Any:
-  """Imports an accelerator tensor; copies, when needed, on the device."""
-  narrowing = (None if canonical == info.dtype
-               else _narrowing(info.dtype, canonical))
-  # Asking jaxlib despite a refusal could import the data permuted.
-  layout = _why_jaxlib_cannot_read(info) or _why_xla_cannot_compute_on(
-      info, dl_device_type)
-  decision = dlpack_plan.plan(copy, target, source, narrowing or layout,
-                              info.read_only, info.is_copied)
+def _import_device(held: tuple[Any, ...], source: Any,
+                   decision: dlpack_plan.Decision) -> Array:
+  """Imports an accelerator tensor; copies, when needed, on the device.
+
+  ``held`` is what :func:`_read_capsule` found, with the plan's obstacles (a
+  dtype that narrows, a layout jaxlib or XLA cannot take).
+  """
+  capsule, info, canonical, dl_device_type, stream, narrowing, layout = held
   if layout is None:
     try:
       result = dlpack_compat.import_capsule(capsule, source, stream,
                                             dl_device_type)
     except dlpack_compat.RuntimeErrorType as err:
       layout = f"jaxlib cannot alias it ({err})"  # The capsule is still ours.
-      decision = dlpack_plan.replan(decision, layout)
+      dlpack_plan.sharing_failed(decision, layout)
   if layout is not None:
     return gather_on_device(capsule, info, source, stream, dl_device_type,
                             canonical, _device_alignment(dl_device_type))
@@ -807,12 +815,12 @@ def _import_device(capsule: Any, info: dlpack_capsule.TensorInfo,
     return _finished(result.astype(canonical))
   if decision is _COPY:
     return _finished(_array_copy(result))
-  return result
+  imported: Array = result
+  return imported
 
 
-# XLA's GPU executables take an entry parameter only at a multiple of 16
-# bytes (kEntryParameterAlignBytes); else they fail, or a kernel faults with
-# CUDA_ERROR_MISALIGNED_ADDRESS, which fails every later launch too.
+# XLA GPU entry parameters need 16-byte alignment (kEntryParameterAlignBytes),
+# else CUDA_ERROR_MISALIGNED_ADDRESS may fail this and every later launch.
 _XLA_GPU_ALIGNMENT = 16
 
 
@@ -827,10 +835,9 @@ def _why_xla_cannot_compute_on(info: dlpack_capsule.TensorInfo,
                                dl_device_type: int) -> str | None:
   """Why an alias of device data would break XLA's executables, if it would.
 
-  A view that starts mid-allocation (``t[1:]``, a CuPy ``[::3, ::-2]``) can
-  start off XLA's alignment: jaxlib aliases it, and the first computation on
-  it fails. Such data is gathered on the device into aligned memory instead,
-  a copy ``copy=False`` refuses.
+  A view starting mid-allocation (``t[1:]``, a CuPy ``[::3, ::-2]``) may be
+  off XLA's alignment: jaxlib aliases it and the first computation fails.
+  It is gathered on the device into aligned memory (``copy=False`` refuses).
   """
   alignment = _device_alignment(dl_device_type)
   if not info.address % alignment or not math.prod(info.shape):
@@ -844,17 +851,12 @@ def gather_on_device(capsule: Any, info: dlpack_capsule.TensorInfo,
                      canonical: np.dtype[Any], align: int = 1) -> Array:
   """Copies a tensor jaxlib cannot alias as laid out, on its own device.
 
-  Strided (``x[::2]``), reversed, broadcast or, where jaxlib mishandles
-  them, permuted layouts. The memory the tensor spans is aliased as one
-  row-major vector, which every jaxlib reads, and the tensor is gathered
-  from it into a fresh row-major array. The producer's memory is read only
-  by the gather, which has finished when this returns, and is released then.
-
-  Args:
-    capsule: an unconsumed capsule of the tensor ``info`` describes.
-    align: the span starts at a multiple of ``align`` bytes
-      (:func:`dlpack_capsule.as_span_capsule`), for memory whose executables
-      need it (:func:`_device_alignment`).
+  Strided (``x[::2]``), reversed, broadcast or, where jaxlib mishandles them,
+  permuted layouts: the span of ``capsule`` (unconsumed) is aliased as one
+  row-major vector, which every jaxlib reads, starting at a multiple of
+  ``align`` bytes (:func:`_device_alignment`), and gathered into a fresh
+  row-major array. Only the gather reads the producer's memory, released
+  when the gather has finished, before this returns.
 
   Raises:
     BufferError: the span is too long to index with ``jax_enable_x64`` off,
@@ -876,8 +878,7 @@ def gather_on_device(capsule: Any, info: dlpack_capsule.TensorInfo,
         f"from_dlpack: jaxlib cannot import this {source.platform} tensor "
         f"({err}).") from None
   if canonical != span.dtype:
-    # Before the gather: JAX before 0.5 cannot index an array of a dtype
-    # jax_enable_x64 rules out.
+    # First: JAX before 0.5 cannot index a dtype jax_enable_x64 rules out.
     span = span.astype(canonical)
   offsets = first + _element_offsets(info.shape, info.strides)
   return _finished(
@@ -894,13 +895,16 @@ def _element_offsets(shape: tuple[int, ...],
   return offsets
 
 
-def _from_foreign_platform(external_array: Any, dl_device: tuple[int, int],
-                           target: dlpack_device.Target | None,
-                           copy: bool | None) -> Array:
-  """Imports an array from a platform this JAX has no backend for.
+def _negotiate_foreign(x: Any, dl_device: tuple[int, int],
+                       target: dlpack_device.Target | None,
+                       copy: bool | None) -> _Negotiated:
+  """A source on a platform this JAX has no backend for.
 
-  The standard lets a consumer ask the producer for a copy in host memory;
-  that is done when the caller asked for the result on the CPU.
+  Only a host target takes its one route, the standard's copy in host
+  memory, asked for only once the plan allows that copy.
+
+  Raises:
+    BufferError: no host target was given.
   """
   platform = dlpack_device.platform_of(dl_device)
   if target is None or not dlpack_device.is_host(target):
@@ -908,25 +912,30 @@ def _from_foreign_platform(external_array: Any, dl_device: tuple[int, int],
         f"from_dlpack: the array is on {platform}, which this JAX has no "
         "backend for. Pass device=jax.devices('cpu')[0] to import a copy in "
         "host memory.")
-  host = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
-  dlpack_plan.plan(
-      copy, target, host,
-      f"the source device is on {platform}, which this JAX has no backend "
-      "for, and must be copied to host memory")
-  capsule = _request_capsule(external_array, None, copy,
+  obstacle = (f"the source device is on {platform}, which this JAX has no "
+              "backend for, and must be copied to host memory")
+  return _import_foreign, _host_device(), obstacle, False, False, (x, copy)
+
+
+def _import_foreign(held: tuple[Any, bool | None], source: Any,
+                    decision: dlpack_plan.Decision) -> Array:
+  """Imports the host copy of a source on a platform JAX lacks, as planned.
+
+  An IS_COPIED host copy is the copy the plan asked for (:func:`_import_host`).
+  """
+  x, copy = held
+  capsule = _request_capsule(x, None, copy,
                              dl_device=dlpack_device.HOST_DL_DEVICE)
-  result = _import(external_array, capsule, host, _KDL_CPU, None, copy,
-                   target)
-  return _place(result, target, host)
+  route, source, _, _, _, capsule_held = _read_capsule(
+      x, capsule, source, _KDL_CPU, None)
+  return route(capsule_held, source, decision)
 
 
 def _step_aside() -> None:
   """Makes this module's entry points JAX's own.
 
-  For a jaxlib whose DLPack functions take a shape no gate knows
-  (``dlpack_compat.BINDING_SHAPE_PROBLEM``): calling them by guesswork could
-  fail, or worse, where JAX's own functions, made for that jaxlib, work.
-  ``install`` then leaves JAX as it is and says why.
+  Guessing at bindings no gate knows (``dlpack_compat.BINDING_SHAPE_PROBLEM``)
+  could fail or worse; ``install`` then leaves JAX as is and says why.
   """
   from jax._src import dlpack as jax_dlpack  # pylint: disable=g-import-not-at-top
   from jax._src.numpy import lax_numpy  # pylint: disable=g-import-not-at-top

@@ -14,24 +14,16 @@
 
 """DLPack capsules: reading them and handing them to jaxlib.
 
-This is the only module that touches DLPack's C structures. It needs no
-compiled extension: the structures are declared with ``ctypes`` and capsules
-are handled through the CPython capsule API, reached through ``ctypes``.
-
-A producer's capsule is memory-safety input. :func:`take` claims it (renames
-it as used, under a lock) before reading a field, so that it is consumed
-exactly once whatever other threads do; it then checks every field's
-arithmetic before anything reads the tensor's memory, and hands jaxlib only
-capsules it can release: jaxlib before 0.12 reads only DLPack 0.x capsules
-(named ``"dltensor"``), and no jaxlib copes with a NULL deleter. The
-producer's deleter runs exactly once, when jaxlib (or the capsule made here,
-if never consumed) releases the tensor, or at once when the tensor is
-refused.
-
-What this module allocates is released by NumPy's own C functions for
-DLPack (:class:`_NumpyRelease`), never by Python: freeing an import runs no
-Python code, on any thread, and nothing of this module's is needed once the
-interpreter is shutting down.
+The only module touching DLPack's C structures (``ctypes``, no extension). A
+producer's capsule is memory-safety input: :func:`take` claims it (renames it
+used, under a lock) before reading a field, so it is consumed exactly once
+whatever other threads do; checks every field's arithmetic before anything reads
+tensor memory; and hands jaxlib only capsules it can release (jaxlib before 0.12
+reads only 0.x ``"dltensor"``; none copes with a NULL deleter). The producer's
+deleter runs exactly once: when jaxlib (or the capsule made here, if unconsumed)
+releases the tensor, or at once if it is refused. Allocations are released by
+NumPy's C functions (:class:`_NumpyRelease`), never Python: freeing an import
+runs no Python, on any thread, and needs nothing of this module's at shutdown.
 """
 
 from __future__ import annotations
@@ -54,8 +46,7 @@ VERSIONED_NAME = b"dltensor_versioned"
 USED_LEGACY_NAME = b"used_dltensor"
 USED_VERSIONED_NAME = b"used_dltensor_versioned"
 
-# The newest DLPack version whose structures this module reads. Every 1.x
-# minor version keeps the 1.0 layout, so any 1.x capsule is accepted.
+# Newest DLPack version read; any 1.x is accepted (all keep 1.0's layout).
 MAX_VERSION = (1, 1)
 
 FLAG_READ_ONLY = 1 << 0
@@ -64,17 +55,12 @@ FLAG_IS_SUBBYTE_TYPE_PADDED = 1 << 2
 
 KDL_CPU = 1
 
-# The most dimensions a tensor may have: NumPy's limit, and more than any
-# producer makes. More is a corrupt tensor.
+# Most dimensions a tensor may have (NumPy's limit); more is a corrupt tensor.
 _MAX_NDIM = 64
-# A tensor's bytes, and any offset into them, must fit in a signed 64-bit
-# integer (jaxlib and NumPy compute them so); addresses must not wrap.
+# Byte sizes, offsets must fit int64 (jaxlib, NumPy use it); no address wraps.
 _INT64_MAX = (1 << 63) - 1
 _ADDRESS_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1
-# No 64-bit machine maps more than this for a process (x86-64 with 5-level
-# paging gives user space 2**56 bytes, arm64 at most 2**52): a tensor that
-# spans more describes memory that cannot exist, and a result that holds more
-# cannot be made.
+# No process maps more (x86-64: 2**56, arm64: 2**52): no span or result can.
 _MAX_SPAN_BYTES = 1 << 56
 
 # datetime exposes its C API as a capsule: a ready specimen of the type.
@@ -101,8 +87,7 @@ class _DLTensor(ctypes.Structure):
 
 
 class _DLManagedTensor(ctypes.Structure):
-  # Function pointers are kept as plain addresses so that ctypes never wraps
-  # (and never frees) them behind our back.
+  # Function pointers as plain addresses: ctypes never wraps (or frees) them.
   _fields_ = [("dl_tensor", _DLTensor),
               ("manager_ctx", ctypes.c_void_p),
               ("deleter", ctypes.c_void_p)]
@@ -120,8 +105,7 @@ class _DLManagedTensorVersioned(ctypes.Structure):
               ("dl_tensor", _DLTensor)]
 
 
-# A producer's deleter, called from here with the GIL held, as NumPy calls
-# it: not every producer takes the GIL itself.
+# A producer's deleter, called with the GIL held as NumPy does: not all take it.
 _ProducerDeleter = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
 
 
@@ -147,12 +131,7 @@ _py_incref = _capsule_api("Py_IncRef", None, ctypes.py_object)
 
 
 def _immortal(obj: Any) -> Any:
-  """Returns ``obj`` with a reference that is never dropped.
-
-  jaxlib may free an imported buffer during interpreter shutdown, after this
-  module's globals are cleared; what its capsules point at must outlive
-  them.
-  """
+  """Returns ``obj`` leaked, as jaxlib may free imports after globals clear."""
   ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
   return obj
 
@@ -169,8 +148,7 @@ _USED_LEGACY_NAME_PTR = _static_c_string(USED_LEGACY_NAME)
 _USED_VERSIONED_NAME_PTR = _static_c_string(USED_VERSIONED_NAME)
 
 
-# DLPack (type code, bits) -> NumPy dtype. Only the dtypes that jaxlib and
-# NumPy/ml_dtypes can both represent one element per byte-addressable item.
+# DLPack (code, bits) -> dtype both jaxlib and NumPy hold, whole-byte items.
 _DTYPES: dict[tuple[int, int], np.dtype[Any]] = {
     (0, 8): np.dtype(np.int8), (0, 16): np.dtype(np.int16),
     (0, 32): np.dtype(np.int32), (0, 64): np.dtype(np.int64),
@@ -200,17 +178,15 @@ class TensorInfo(NamedTuple):
   """What a DLPack capsule describes, read without taking ownership.
 
   Attributes:
-    versioned: whether the capsule is a DLPack 1.x ``"dltensor_versioned"``.
-    version: the capsule's ``(major, minor)``; ``(0, 0)`` for a 0.x capsule,
-      which does not record its minor version.
-    flags: the 1.x flags bit field; 0 for a 0.x capsule.
-    address: the address of the first element (``data + byte_offset``).
+    versioned: whether it is a DLPack 1.x ``"dltensor_versioned"``.
+    version: ``(major, minor)``; ``(0, 0)`` for 0.x, which records no minor.
+    flags: the 1.x flags bit field; 0 for 0.x.
+    address: the first element's address (``data + byte_offset``).
     device: ``(device_type, device_id)``.
     dtype: the NumPy dtype (a DLPack type without one is refused).
     dl_dtype: DLPack's ``(code, bits, lanes)``.
     shape: the shape.
-    strides: strides in elements; compact row-major when the producer passed
-      none.
+    strides: in elements; compact row-major when the producer passed none.
   """
   versioned: bool
   version: tuple[int, int]
@@ -270,17 +246,15 @@ def _managed_tensor_address(capsule: Any) -> tuple[bool, int]:
   return versioned, _capsule_get_pointer(capsule, name)
 
 
-# Serialises claims: between reading a capsule's name and renaming it, another
-# thread could otherwise claim it too, and the tensor be released twice.
+# Serialises claims, lest two threads claim one capsule and free it twice.
 _claim_lock = threading.Lock()
 
 
 def _claim(capsule: Any) -> tuple[bool, int]:
   """Renames ``capsule`` as used and returns ``(versioned, address)``.
 
-  From then on the managed tensor at ``address`` is the caller's to release:
-  the producer's capsule destructor leaves a used capsule alone, and a second
-  consumer finds it used.
+  The caller must then release the tensor at ``address``: the producer's
+  destructor leaves a used capsule alone, and a second consumer finds it used.
 
   Raises:
     TypeError: ``capsule`` is not a capsule.
@@ -296,20 +270,17 @@ def _claim(capsule: Any) -> tuple[bool, int]:
 def inspect(capsule: Any) -> TensorInfo:
   """Reads what ``capsule`` describes, without consuming it.
 
-  For a capsule only the calling thread holds, such as an export; an import
-  claims its capsule first, with :func:`take`.
+  For a capsule only this thread holds (an export); imports use :func:`take`.
 
   Raises:
     TypeError: ``capsule`` is not a capsule.
-    BufferError: the capsule is consumed, misnamed, of an unknown major
-      version (its deleter has then been called), or describes a tensor no
-      consumer may read (see :func:`take`).
+    BufferError: it is consumed, misnamed, of an unknown major version (its
+      deleter then called), or an invalid tensor (see :func:`take`).
   """
   versioned, address = _managed_tensor_address(capsule)
   version, _, flags, tensor = _read_structure(address, versioned)
   if versioned and version[0] != MAX_VERSION[0]:
-    # Renamed first, so that the producer's destructor will not call the
-    # deleter a second time; the deleter runs as the new capsule dies.
+    # Renamed first: only the new capsule's death runs the deleter, once.
     _capsule_set_name(capsule, _USED_VERSIONED_NAME_PTR)
     _reissue(address, True)
     raise _version_error(*version)
@@ -322,8 +293,7 @@ def _read_structure(address: int,
   """Reads a managed tensor in one go.
 
   Returns:
-    ``(version, deleter, flags, tensor)``: ``(0, 0)`` and no flags for a 0.x
-    structure, and the ``DLTensor``'s bytes.
+    ``(version, deleter, flags, dltensor_bytes)``; ``(0, 0)``, 0 flags for 0.x.
   """
   if versioned:
     raw = bytes(_VERSIONED_BYTES.from_address(address))
@@ -348,44 +318,31 @@ def take(capsule: Any, *, versioned_ok: bool, fresh: bool = False,
          keep_alive: Any = None) -> tuple[Any, TensorInfo]:
   """Takes over a producer's capsule for an import, reading it once.
 
-  The capsule is claimed (renamed as used) before any field is read, and
-  every field is checked before anything reads the tensor's memory: ndim,
-  shape, dtype, strides, byte offset, and that the bytes the tensor spans
-  fit in a signed 64-bit size and lie inside the address space, without
-  wrapping. What is refused has its producer's deleter called at once.
+  Claims the capsule (renames it used) before reading any field, and checks
+  every field (ndim, shape, dtype, strides, byte offset; the span fits int64
+  bytes and the address space, unwrapped) before reading tensor memory; a
+  refused tensor's deleter is called at once. A NULL deleter (DLPack allows
+  it; jaxlib to 0.12 aborts on one) means the producer's structure may be
+  freed once ``from_dlpack`` returns: the tensor goes over as this module's
+  0.x structure holding its own shape, strides and ``keep_alive``; nothing of
+  the producer's structure is read after this returns, and its release calls
+  nothing of the producer's. The import still aliases the tensor's memory.
 
   Args:
     capsule: what the producer's ``__dlpack__`` returned.
-    versioned_ok: whether jaxlib reads 1.x capsules; where not, a 1.x
-      capsule's tensor is handed over as a 0.x one.
-    fresh: ``capsule`` is known to be new and held only by the caller, as
-      NumPy's and torch's ``__dlpack__`` make them: no other thread can
-      consume it, so it is not claimed, and it is itself what jaxlib gets,
-      or what a 0.x structure holds, unconsumed. Its fields are checked all
-      the same.
-    keep_alive: what the import holds instead of the producer's structure
-      where the deleter is NULL (the producer object, say): see below.
-
-  A NULL deleter, which DLPack allows, tells the producer nothing when the
-  consumer is done, so nothing keeps its structure alive past this call: it
-  may be freed as soon as ``from_dlpack`` returns. Such a tensor is handed
-  over as a 0.x structure of this module's that holds its own copy of the
-  shape and strides and ``keep_alive``; nothing of the producer's structure
-  is read after this returns, and its release calls nothing of the
-  producer's. (No jaxlib gets a NULL deleter either: every one up to 0.12
-  aborts on one.) Only the tensor's memory is still the producer's: the
-  import aliases it for as long as it lives, as it does any producer's.
+    versioned_ok: whether jaxlib reads 1.x; if not, 1.x goes over as 0.x.
+    fresh: ``capsule`` is new and the caller's alone (as NumPy's, torch's):
+      unclaimed, jaxlib gets it or a 0.x structure holds it unconsumed; checked.
+    keep_alive: held instead of the producer's structure if no deleter.
 
   Returns:
-    ``(own, info)``: a capsule jaxlib can consume, which owns the tensor
-    (its destructor releases it if nothing consumes it), and what the tensor
-    is.
+    ``(own, info)``: a capsule jaxlib can consume that owns the tensor
+    (released if it dies unconsumed), and what the tensor is.
 
   Raises:
     TypeError: ``capsule`` is not a capsule.
-    BufferError: the capsule is consumed, misnamed or of an unsupported
-      version, or a field is invalid; the message names the field and its
-      value.
+    BufferError: consumed, misnamed, unsupported version, or invalid field
+      (the message names the field and its value).
   """
   if fresh:
     versioned, address = _managed_tensor_address(capsule)
@@ -393,8 +350,7 @@ def take(capsule: Any, *, versioned_ok: bool, fresh: bool = False,
   else:
     versioned, address = _claim(capsule)
     own = _reissue(address, versioned)
-  # From here holding `own` is holding the tensor: where this raises, it dies
-  # with the frame and the producer's deleter runs.
+  # `own` holds the tensor now: if this raises, it dies and the deleter runs.
   try:
     version, deleter, flags, tensor = _read_structure(address, versioned)
     if versioned and version[0] != MAX_VERSION[0]:
@@ -402,14 +358,11 @@ def take(capsule: Any, *, versioned_ok: bool, fresh: bool = False,
     info = _tensor_info(_TENSOR_FIELDS.unpack(tensor), versioned, version,
                         flags)
     if not deleter:
-      # `own`'s destructor reads the structure, which is alive now but may
-      # not be once this returns: it dies here.
+      # `own` dies here, while the structure its destructor reads is alive.
       return _self_contained_structure(tensor, info, keep_alive), info
     if versioned_ok or not versioned:
       return own, info  # jaxlib reads the producer's own structure.
-    # A 0.x structure of the same DLTensor, pointing into the producer's
-    # shape and strides, which live until the producer's deleter runs: when
-    # `own` dies, after jaxlib releases the new structure.
+    # A 0.x structure holding `own`, so the shape and strides it uses live.
     return _new_structure(_LEGACY_SIZE, _after(tensor), own,
                           versioned=False), info
   except BaseException:
@@ -420,9 +373,7 @@ def take(capsule: Any, *, versioned_ok: bool, fresh: bool = False,
 
 def _tensor_info(fields: tuple[Any, ...], versioned: bool,
                  version: tuple[int, int], flags: int) -> TensorInfo:
-  """Checks and converts the fields of a DLTensor, in declaration order.
-
-  Reads the shape and strides arrays, and none of the tensor's elements.
+  """Checks and converts DLTensor fields (declaration order); reads no element.
 
   Raises:
     BufferError: a field no consumer may act on; the message names it.
@@ -454,11 +405,8 @@ def _common_layout(
 ) -> tuple[np.dtype[Any], tuple[int, ...], tuple[int, ...]] | None:
   """``(dtype, shape, strides)`` of the commonest valid tensors, else ``None``.
 
-  Every producer's everyday tensor: a known dtype, one or more dimensions,
-  none empty, strides given and none negative. For those the checks of
-  :func:`_tensor_info` reduce to a few bounds, checked here with a
-  fraction of the work; everything else, valid or not, is ``None``, and
-  takes the field-by-field checks, which word any refusal.
+  Known dtype, ndim >= 1, no empty dim, non-negative strides given: a few
+  bounds suffice. Else (valid or not) ``None``: the field checks word refusals.
   """
   (data, _, _, ndim, code, bits, lanes, shape_address, strides_address,
    byte_offset) = fields
@@ -474,8 +422,7 @@ def _common_layout(
       or max(strides) * itemsize > _INT64_MAX
       or math.prod(shape) * itemsize > _MAX_SPAN_BYTES):
     return None
-  # With no dimension empty and no stride negative, the elements span from
-  # the first to sum(stride * (dim - 1)) past it.
+  # No empty dim, no negative stride: last element at sum(stride * (dim - 1)).
   span_bytes = (sum(map(operator.mul, strides, shape)) - sum(strides)
                 + 1) * itemsize
   if (span_bytes > _MAX_SPAN_BYTES
@@ -502,8 +449,7 @@ def _checked_shape(ndim: int, shape_address: int,
   shape = _int64s(shape_address, ndim)
   if any(dim < 0 for dim in shape):
     raise _field_error("shape", shape, "a dimension is negative")
-  # A result holds every element, even of a broadcast; a zero dimension
-  # counts as one, as NumPy counts it.
+  # A result holds every element, even broadcast ones; NumPy counts 0 as 1.
   if math.prod((max(dim, 1) for dim in shape),
                start=dtype.itemsize) > _MAX_SPAN_BYTES:
     raise _field_error("shape", shape,
@@ -514,8 +460,7 @@ def _checked_shape(ndim: int, shape_address: int,
 
 def _checked_strides(strides: tuple[int, ...],
                      dtype: np.dtype[Any]) -> tuple[int, ...]:
-  # jaxlib multiplies every stride by the item size in 64 bits, also where
-  # the dimension is 0 or 1 and the stride reaches nothing.
+  # jaxlib scales every stride by the item size in int64, even unused ones.
   if any(abs(stride) * dtype.itemsize > _INT64_MAX for stride in strides):
     raise _field_error("strides", strides,
                        "a stride in bytes overflows a signed 64-bit offset")
@@ -540,8 +485,7 @@ def _check_span(data: int, address: int, shape: tuple[int, ...],
   """Checks that the bytes the elements span can exist.
 
   Args:
-    layout_field: the field that set ``strides``: ``"strides"``, or
-      ``"shape"`` where the producer passed none.
+    layout_field: ``"strides"``, or ``"shape"`` if the producer passed none.
   """
   low, count = element_span(shape, strides)
   if not count:
@@ -583,8 +527,7 @@ def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
   return tuple(reversed(strides))
 
 
-# The structures are read and written as bytes: one ctypes call and one
-# (un)pack cost far less than a ctypes field access each.
+# Structures are read and written as bytes: far cheaper than ctypes fields.
 _VERSIONED_HEADER = struct.Struct("=IIQQQ")  # version, ctx, deleter, flags
 _TENSOR_FIELDS = struct.Struct("=QiiiBBHQQQ")  # DLTensor, in field order
 _LEGACY_TAIL = struct.Struct("=QQ")  # manager_ctx, deleter
@@ -602,20 +545,15 @@ _LegacyBytes = ctypes.c_char * _LEGACY_SIZE
 class _NumpyRelease(NamedTuple):
   """NumPy's C functions that release DLPack structures, by address.
 
-  Every structure this module makes is released by them, so that no Python
-  runs when jaxlib frees an import, on whichever thread, and none can run
-  after the interpreter has finalised (NumPy's deleters then leak, as they
-  must). From NumPy 2.1 (the first with DLPack 1.x) to 2.5 and on its main
-  branch (read in ``numpy/_core/src/multiarray/dlpack.c``; ``GateTest``
-  checks the installed one):
+  They release all structures made here, so no Python runs when jaxlib frees an
+  import (any thread) or after finalisation (NumPy's deleters then leak, as they
+  must). Per NumPy 2.1 to 2.5 and main (``dlpack.c``; ``GateTest`` checks):
 
   Attributes:
-    legacy_deleter, versioned_deleter: a ``DLManagedTensor[Versioned]``
-      deleter. With the GIL taken, it frees the structure, one
-      ``PyMem_Malloc`` block, and drops one reference to ``manager_ctx``.
-    legacy_destructor, versioned_destructor: a capsule destructor. Unless
-      the capsule was renamed as used, it calls the tensor's deleter, if not
-      NULL, as the DLPack spec has every producer's destructor do.
+    legacy_deleter, versioned_deleter: taking the GIL, free the structure (one
+      ``PyMem_Malloc`` block) and drop one reference to ``manager_ctx``.
+    legacy_destructor, versioned_destructor: capsule destructors: call the
+      tensor's deleter, if not NULL, unless the capsule was renamed used.
   """
   legacy_deleter: int
   versioned_deleter: int
@@ -648,11 +586,7 @@ _DESTRUCTORS = {False: _NUMPY.legacy_destructor,
 
 
 def _reissue(address: int, versioned: bool) -> Any:
-  """Returns a new capsule for a claimed managed tensor, which it then owns.
-
-  Unless a consumer takes it, the tensor's deleter runs when the capsule
-  dies, in NumPy's destructor: holding the capsule is holding the tensor.
-  """
+  """Returns a new capsule owning a claimed tensor (deleted if unconsumed)."""
   name = _VERSIONED_NAME_PTR if versioned else _LEGACY_NAME_PTR
   try:
     return _capsule_new(address, name, _DESTRUCTORS[versioned])
@@ -675,12 +609,10 @@ def _new_structure(size: int, layout: Callable[[int, int, int], bytes],
   """Returns a capsule of a new managed tensor, which keeps ``owner`` alive.
 
   Args:
-    size: the bytes to allocate: the structure, and any shape and strides
-      stored after it.
+    size: bytes to allocate: the structure, then any shape and strides.
     layout: ``layout(address, manager_ctx, deleter)`` returns the ``size``
       bytes to write at ``address``, with those two fields as given.
-    owner: what the tensor needs alive until it is released: releasing it
-      drops this reference, which may release a tensor ``owner`` holds.
+    owner: held until release, which drops it (perhaps releasing what it holds).
     versioned: whether the structure is a ``DLManagedTensorVersioned``.
   """
   structure = _pymem_malloc(size)
@@ -713,16 +645,12 @@ def _self_contained_layout(
 ) -> tuple[int, Callable[[int, int, int], bytes]]:
   """A 0.x structure that stores its own shape and strides.
 
-  Laid out as NumPy lays out its own: the shape, then the strides, after the
-  structure, in the same allocation, so that it points into nothing but the
-  tensor's memory.
+  As NumPy's: shape, strides after it in one allocation; points only at data.
 
   Args:
-    fields: a ``DLTensor``'s fields, in declaration order; its shape and
-      strides pointers are replaced.
+    fields: a ``DLTensor``'s fields in order; shape and strides are replaced.
     shape: the shape to store.
-    strides: the strides to store, in elements; ``None`` stores NULL strides
-      (row-major).
+    strides: in elements; ``None`` stores NULL strides (row-major).
 
   Returns:
     ``(size, layout)``, for :func:`_new_structure`.
@@ -758,23 +686,17 @@ def _self_contained_structure(tensor: bytes, info: TensorInfo,
 
 
 def _after(tensor: bytes) -> Callable[[int, int, int], bytes]:
-  """The layout of a 0.x structure of ``tensor``, a ``DLTensor``'s bytes.
-
-  Its shape and strides stay where ``tensor`` points: in the structure the
-  new one's owner holds.
-  """
+  """A 0.x layout of ``tensor``; its shape and strides stay in the owner."""
   return lambda _, manager_ctx, deleter: tensor + _LEGACY_TAIL.pack(
       manager_ctx, deleter)
 
 
-# How many managed tensors this module has made: a count tests read to see
-# which path an import or export took.
+# Managed tensors made; tests read it to see which path an import/export took.
 structures_made = 0
 
 
 def _renew_lock_after_fork() -> None:
-  # A fork while another thread held the lock leaves it held in the child,
-  # where no thread will release it.
+  # A fork while another thread holds the lock leaves it stuck in the child.
   global _claim_lock
   _claim_lock = threading.Lock()
 
@@ -791,21 +713,16 @@ def as_versioned_capsule(capsule: Any, version: tuple[int, int],
                          flags: int) -> Any:
   """Returns a 1.x capsule for the tensor of a 0.x one, taking it over.
 
-  The new tensor holds ``capsule``, unconsumed; its destructor runs the
-  tensor's deleter exactly once, when the new capsule's consumer releases
-  the tensor, or when the new capsule dies unconsumed.
+  Holding ``capsule`` unconsumed, the new tensor runs its deleter exactly once.
 
   Args:
-    capsule: a 0.x capsule only the caller holds, such as jaxlib exports; the
-      caller must not hand it to anything else.
+    capsule: a 0.x capsule only the caller holds, handed nowhere else.
     version: the ``(1, minor)`` to stamp on the new capsule.
     flags: the 1.x flags (``FLAG_READ_ONLY``, ``FLAG_IS_COPIED``).
   """
   versioned, address = _managed_tensor_address(capsule)
   if versioned:
     raise ValueError("as_versioned_capsule takes a 0.x capsule.")
-  # The 0.x capsule stays unconsumed, held by the new tensor: when that is
-  # released, the capsule dies and its destructor releases what it holds.
   tensor = bytes(_TENSOR_BYTES.from_address(address))
 
   def layout(structure: int, manager_ctx: int, deleter: int) -> bytes:
@@ -820,8 +737,7 @@ def as_versioned_capsule(capsule: Any, version: tuple[int, int],
 def mark_copied(capsule: Any) -> Any:
   """Sets IS_COPIED on a fresh 1.x capsule only the caller holds; returns it.
 
-  For a capsule the caller just had made of a copy it owns (NumPy's of a
-  private array, say), whose producer does not know it is a copy.
+  For a copy the caller owns whose producer does not know it is a copy.
 
   Raises:
     ValueError: ``capsule`` is a 0.x capsule, which has no flags.
@@ -839,9 +755,8 @@ def element_span(shape: tuple[int, ...],
   """Where a strided tensor's elements lie, relative to its first element.
 
   Returns:
-    ``(low, count)``: the lowest element offset the strides reach (0 or
-    negative) and how many elements lie from there to the highest; ``(0,
-    0)`` for a tensor with no elements.
+    ``(low, count)``: the lowest offset the strides reach (<= 0) and the
+    elements from there to the highest; ``(0, 0)`` if there are none.
   """
   if not math.prod(shape):
     return 0, 0
@@ -855,32 +770,24 @@ def as_span_capsule(capsule: Any, info: TensorInfo,
                     align: int = 1) -> tuple[Any, int, int]:
   """Takes over ``capsule`` as a 0.x capsule of all the memory it spans.
 
-  The new tensor is one row-major vector of ``info.dtype``, from the lowest
-  element the strides reach to the highest: a layout every jaxlib aliases,
-  from which the strided tensor can be gathered. The new tensor holds
-  ``capsule``, unconsumed, so its producer's deleter runs exactly once, when
-  the new capsule's consumer releases the tensor or the new capsule dies
-  unconsumed, and ``capsule`` with it.
+  The new tensor, one row-major ``info.dtype`` vector from the lowest element
+  reached to the highest, is what every jaxlib aliases and the strided tensor
+  is gathered from; holding ``capsule`` unconsumed, it runs its deleter
+  exactly once.
 
   Args:
-    capsule: a capsule :func:`take` returned, unconsumed, and the ``info``
-      it returned with it; the caller must not hand ``capsule`` to anything
-      else.
-    info: what :func:`take` read.
-    align: the vector starts at a multiple of ``align`` bytes, that many
-      elements before the lowest one at most (an executable that reads it
-      may need that). Only where the memory's allocation is known to start
-      at such a multiple, so that the bytes added lie in the same
-      allocation: CUDA and ROCm allocations start at 256 bytes.
+    capsule: an unconsumed capsule from :func:`take`, handed nowhere else.
+    info: what :func:`take` returned with it.
+    align: the vector starts at a multiple of ``align`` bytes, at most that
+      many elements early (an executable may need it). Only where allocations
+      start at such multiples (CUDA, ROCm: 256), so added bytes lie in them.
 
   Returns:
-    ``(span_capsule, first, count)``: the new capsule, the offset of the
-    tensor's first element in the vector and the vector's length, in
-    elements.
+    ``(span_capsule, first, count)``: the new capsule, the first element's
+    offset in the vector and the vector's length, in elements.
 
   Raises:
-    BufferError: the lowest element lies a number of bytes past an
-      ``align`` boundary that is no multiple of the element size.
+    BufferError: the lowest element is a fraction of an element off ``align``.
   """
   low, count = element_span(info.shape, info.strides)
   first = info.address + low * info.dtype.itemsize
@@ -895,8 +802,7 @@ def as_span_capsule(capsule: Any, info: TensorInfo,
     count += lead
 
   def layout(structure: int, manager_ctx: int, deleter: int) -> bytes:
-    # The one dimension is stored after the structure; NULL strides mean
-    # row-major.
+    # The one dimension is stored after the structure; NULL strides: row-major.
     return _TENSOR_FIELDS.pack(
         first, *info.device, 1, *info.dl_dtype, structure + _LEGACY_SIZE, 0,
         0) + _LEGACY_TAIL.pack(manager_ctx, deleter) + _INT64.pack(count)
@@ -914,28 +820,20 @@ def dl_type_code(dtype: np.dtype[Any]) -> int | None:
   return None if code_bits is None else code_bits[0]
 
 
-# DLPack 1.1's float4_e2m1fn, which JAX holds as DLPack 1.1 lays sub-byte
-# types out by default: packed, two elements to a byte (IS_SUBBYTE_TYPE_PADDED
-# unset). NumPy holds it one element to a byte, so it is not in _DTYPES.
+# DLPack 1.1's float4_e2m1fn, packed two a byte by JAX as by DLPack's default
+# (IS_SUBBYTE_TYPE_PADDED unset); NumPy holds one a byte: not in _DTYPES.
 _PACKED_TYPE_CODES = {np.dtype(ml_dtypes.float4_e2m1fn): 17}
 
 
 def buffer_type_code(dtype: np.dtype[Any]) -> int | None:
-  """DLPack's type code for a JAX buffer of ``dtype``, or ``None`` if none.
-
-  Unlike :func:`dl_type_code`, which describes NumPy arrays, it knows the
-  sub-byte types JAX packs as DLPack does.
-  """
+  """DLPack's code for a JAX ``dtype`` buffer (packed sub-byte too), or None."""
   code = dl_type_code(dtype)
   return _PACKED_TYPE_CODES.get(dtype) if code is None else code
 
 
 def capsule_for_host_array(array: np.ndarray[Any, Any],
                            device_id: int = 0) -> Any:
-  """Returns a 0.x capsule on the CPU that keeps ``array`` alive.
-
-  Unlike ``array.__dlpack__()``, it accepts the ml_dtypes dtypes (bfloat16,
-  float8) that NumPy refuses to export.
+  """Returns a 0.x CPU capsule that keeps ``array`` alive; ml_dtypes too.
 
   Args:
     array: the data; the capsule aliases it.
@@ -959,11 +857,9 @@ def legacy_capsule_of_read_only(
     array: np.ndarray[Any, Any]) -> tuple[Any, int]:
   """A 0.x capsule of a read-only NumPy array, and its data address.
 
-  For jaxlib that reads only 0.x capsules. NumPy exports a read-only array
-  only as a READ_ONLY 1.x capsule, which only the caller holds and whose
-  fields NumPy filled, so there is nothing to claim or check: a 0.x
-  structure of the same tensor holds it, unconsumed, and it releases the
-  array when the structure is released.
+  For 0.x-only jaxlib. NumPy exports a read-only array only as a READ_ONLY 1.x
+  capsule, the caller's alone, with fields NumPy filled: nothing to claim or
+  check. A 0.x structure holds it unconsumed; its release releases the array.
 
   Args:
     array: a read-only ``numpy.ndarray`` of a dtype NumPy exports.
@@ -979,10 +875,7 @@ def legacy_capsule_of_read_only(
 
 
 def writable_buffer_address(array: np.ndarray[Any, Any]) -> int:
-  """The address of a writable C-contiguous array's first element.
-
-  A fifth of what ``array.ctypes.data`` costs, for the import's fast path.
-  """
+  """A writable C-contiguous array's data address: 1/5 ``.ctypes.data`` cost."""
   buffer: Any = array  # NumPy's stubs do not declare the buffer protocol.
   return ctypes.addressof(_CHAR.from_buffer(buffer))
 
@@ -991,11 +884,7 @@ _CHAR = ctypes.c_char
 
 
 def host_view(info: TensorInfo) -> np.ndarray[Any, Any]:
-  """Returns a read-only NumPy view of a CPU tensor's elements.
-
-  The view does not own the memory: the capsule ``info`` was read from must
-  stay alive, unconsumed, for as long as the view is used.
-  """
+  """Read-only view of a CPU tensor; its capsule must outlive it unconsumed."""
   if info.size == 0:
     return np.empty(info.shape, info.dtype)
   itemsize = info.dtype.itemsize

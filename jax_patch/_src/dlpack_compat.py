@@ -14,21 +14,14 @@
 
 """Everything that depends on the JAX or jaxlib version.
 
-This is the only module that reads version numbers. Each gate compares the
-extension version jaxlib reports, never a version string, and never catches
-an error to guess which shape an API has. Where the same name works on every
-supported version (``xla_client._xla`` for the binding module,
-``xla_client.XlaRuntimeError`` for its error), there is no gate at all.
-
-Supported: jax and jaxlib 0.4.35 to 0.12.1, each measured. A newer JAX
-(a later release, or JAX's main branch) runs on the newest gates, and is
-reported as untested. Where its jaxlib's DLPack functions only gained
-parameters with defaults, the patch calls them as before; where they took a
-shape no gate knows, ``BINDING_SHAPE_PROBLEM`` says so and the patch steps
-aside for JAX's own functions (``jax_patch._src.dlpack``, ``install``) rather
-than guess. JAX pins jaxlib to at most its own version and at least its
-minimum, which for every change gated here is the release that made it, so
-a jaxlib number also bounds the JAX beside it.
+The only module that reads version numbers: each gate compares jaxlib's
+extension version, never a version string, and never catches an error to
+guess an API's shape. Supported and measured: jax and jaxlib 0.4.35 to
+0.12.1; a newer JAX runs on the newest gates, reported as untested, unless
+its DLPack functions take a shape no gate knows (``BINDING_SHAPE_PROBLEM``):
+then the patch steps aside for JAX's own. JAX pins jaxlib between its minimum
+(for each change gated here, the release that made it) and its own version,
+so a jaxlib number also bounds the JAX.
 """
 
 from __future__ import annotations
@@ -46,13 +39,11 @@ from jax._src import xla_bridge
 from jax._src.interpreters import pxla
 from jax._src.lib import xla_client
 
-# jax._src.lib names the number xla_extension_version up to JAX 0.5 and
-# jaxlib_extension_version from 0.6 on; both are jaxlib's xla_client._version.
+# xla_extension_version up to JAX 0.5, jaxlib_extension_version from 0.6.
 EXTENSION_VERSION: int = (getattr(lib, "jaxlib_extension_version", None)
                           or getattr(lib, "xla_extension_version"))
 
-# The jaxlib releases that changed what this patch uses, by extension version
-# (each measured on the release's wheel).
+# Measured extension versions of the jaxlib releases that changed our use.
 JAXLIB_0_4_35 = 293  # The oldest supported.
 JAXLIB_0_5_1 = 317  # jax 0.5.1 moved the jnp scalar types to scalar_types.
 JAXLIB_0_5_3 = 320  # DLPack import and export know the float8 types.
@@ -62,44 +53,33 @@ JAXLIB_0_8_0 = 380  # Import reads strides again; device_put mishandles them.
 JAXLIB_0_8_1 = 384  # dlpack_managed_tensor_to_buffer takes copy.
 JAXLIB_0_10_2 = 467  # dlpack_managed_tensor_to_buffer takes dl_device_type.
 JAXLIB_0_11_2 = 495  # A moved alias of any compact layout is right.
-# Import reads DLPack 1.x capsules; export writes them (max_version, copied).
-# 0.12.0 and 0.12.0.1 share the number.
-JAXLIB_0_12_0 = 505
-# dlpack_managed_tensor_to_buffer takes a layout (a defaulted parameter the
-# patch leaves alone: on the CPU jaxlib applies it only where it equals the
-# layout the strides give, which the import reads anyway); copy=True copies.
+JAXLIB_0_12_0 = 505  # DLPack 1.x import and export; 0.12.0.1 shares it.
+# Import takes a layout, left defaulted (on the CPU it applies only where the
+# strides give it anyway); copy=True copies.
 JAXLIB_0_12_1 = 525
 
-# The releases this patch was measured on, oldest and newest.
 OLDEST_TESTED_JAX = "0.4.35"
 NEWEST_TESTED_JAX = "0.12.1"
 TESTED_RANGE = f"JAX {OLDEST_TESTED_JAX} to {NEWEST_TESTED_JAX}"
-# Whether the running jaxlib is past the newest measured one: its gates are
-# the newest ones, untested.
+# Past the newest measured jaxlib: the newest gates apply, untested.
 IS_UNTESTED_JAXLIB = EXTENSION_VERSION > JAXLIB_0_12_1
 
 _BINDING_TAKES_DL_DEVICE_TYPE = EXTENSION_VERSION >= JAXLIB_0_10_2
 _BINDING_TAKES_COPY = EXTENSION_VERSION >= JAXLIB_0_8_1
 
-# Whether jaxlib's import reads DLPack 1.x (``"dltensor_versioned"``)
-# capsules itself, and then renames them and calls their deleter as the spec
-# says. It ignores their flags: READ_ONLY data is aliased (JAX never writes
-# into an import) and IS_COPIED is not checked, so the caller reads them.
+# Whether jaxlib's import reads DLPack 1.x capsules itself (renaming them and
+# calling their deleter per the spec). It ignores their flags, READ_ONLY (JAX
+# never writes to an import) and IS_COPIED, so the caller reads them.
 JAXLIB_READS_VERSIONED_CAPSULES = EXTENSION_VERSION >= JAXLIB_0_12_0
 
-# Whether jaxlib's export writes a DLPack 1.x capsule when asked with
-# ``max_version``: READ_ONLY set, its own DLPack version (1.3 on 0.12) whatever
-# 1.x minor was asked for, which the standard allows. Its copy is marked
-# READ_ONLY too, so copies are not exported through it.
+# Whether jaxlib exports a READ_ONLY DLPack 1.x capsule given max_version, of
+# its own DLPack version (1.3 on 0.12) whatever 1.x was asked (allowed). It
+# marks copies READ_ONLY too, so copies are not exported through it.
 JAXLIB_EXPORTS_VERSIONED_CAPSULES = EXTENSION_VERSION >= JAXLIB_0_12_0
 
 
 def non_row_major_problem(extension_version: int) -> str | None:
-  """What goes wrong when jaxlib aliases a compact layout other than C order.
-
-  A transposed array, say. ``None`` where nothing does: jaxlib 0.5.1 to
-  0.6.0, and 0.11.2 on.
-  """
+  """What goes wrong aliasing a non-row-major compact layout, or ``None``."""
   if extension_version < JAXLIB_0_5_1:
     return "JAX before 0.5.1 cannot compute with such an alias"
   if JAXLIB_0_6_1 <= extension_version < JAXLIB_0_7_2:
@@ -107,36 +87,31 @@ def non_row_major_problem(extension_version: int) -> str | None:
   if JAXLIB_0_7_2 <= extension_version < JAXLIB_0_8_0:
     return "jaxlib 0.7.2 cannot alias it"
   if JAXLIB_0_8_0 <= extension_version < JAXLIB_0_11_2:
-    # 0.8 and 0.9 permute the moved values; 0.10 and 0.11.0-0.11.1 move
-    # values that read right but compute wrong.
+    # 0.8-0.9 permute moved values; 0.10-0.11.1's read right but compute wrong.
     return ("jaxlib 0.8.0 to 0.11.1 would corrupt it when it moves to "
             "another device")
   return None
 
 
-# Whether a tensor jaxlib aliases in any compact layout is then right
-# everywhere; where not, only row-major tensors are aliased.
+# Whether any compact layout may be aliased; if not, only row-major ones.
 JAXLIB_ALIASES_ANY_COMPACT_LAYOUT = (
     non_row_major_problem(EXTENSION_VERSION) is None)
 
-# Whether jaxlib orders an alias's dimensions by the strides of its size-1
-# dimensions too: (3, 1) with strides (1, 3) is then a transposed layout.
-# Before 0.5.1 JAX cannot compute with that alias; 0.7.2 refuses it. Other
-# releases give size-1 dimensions the row-major place whatever their stride.
+# Whether jaxlib orders an alias's dimensions by its size-1 ones' strides too
+# ((3, 1), strides (1, 3) is then transposed): before 0.5.1, where JAX cannot
+# compute with it, and 0.7.2, which refuses it. Others ignore those strides.
 JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS = (
     EXTENSION_VERSION < JAXLIB_0_5_1
     or JAXLIB_0_7_2 <= EXTENSION_VERSION < JAXLIB_0_8_0)
 
 _JAXLIB_HAS_DLPACK_FLOAT8 = EXTENSION_VERSION >= JAXLIB_0_5_3
-# DLPack's type codes for the float8 types.
 _FLOAT8_TYPE_CODES = frozenset(range(7, 15))
 
 
 def jax_has_dtype(dtype: Any) -> bool:
   """Whether this JAX has arrays of ``dtype``.
 
-  JAX added float8_e3m4 and float8_e4m3 in 0.4.36, float8_e8m0fnu in 0.5.0:
-  what DLPack and ml_dtypes can carry, an older JAX may not hold.
+  JAX added float8_e3m4 and float8_e4m3 in 0.4.36, float8_e8m0fnu in 0.5.0.
   """
   # The set check_valid_dtype reads, under this name on every version.
   return dtype in dtypes._jax_dtype_set  # pylint: disable=protected-access
@@ -148,20 +123,16 @@ def jaxlib_knows_type_code(code: int) -> bool:
 
 
 if TYPE_CHECKING:
-  # stubs/jaxlib/_jax.pyi describes every shape the binding has had; mypy
-  # reads it (mypy_path). To pyright and pyrefly the binding is untyped:
-  # jaxlib ships no stub for it, and stubs/ on their path would be all of
-  # jax (stubs/jax) and jaxlib to them.
+  # mypy reads stubs/jaxlib/_jax.pyi; pyright and pyrefly see it untyped, as
+  # stubs/ on their path would stand for all of jax and jaxlib.
   # pyrefly: ignore[missing-module-attribute,missing-import]
   from jaxlib import _jax as _binding  # pyright: ignore[reportAttributeAccessIssue,reportMissingImports]
 else:
-  # xla_extension up to jaxlib 0.6.0, _jax after; xla_client names it _xla
-  # in both.
+  # xla_extension to jaxlib 0.6.0, _jax after: xla_client._xla in both.
   _binding = xla_client._xla  # pylint: disable=protected-access
 
-# Whether NumPy's view of a CPU array (``np.asarray``) is the array's own
-# buffer, read-only: measured on every supported release. Past them the
-# export checks the address each time.
+# Whether np.asarray views a CPU array's own buffer, read-only, as measured
+# on every supported release; past them the export checks the address.
 NUMPY_VIEW_ALIASES_CPU_BUFFERS = not IS_UNTESTED_JAXLIB
 
 # The DLPack version jaxlib's own 1.x capsules carry ((1, 3) on 0.12).
@@ -169,13 +140,11 @@ JAXLIB_DLPACK_VERSION: tuple[int, int] | None = (
     (_binding.dlpack_version[0], _binding.dlpack_version[1])
     if JAXLIB_EXPORTS_VERSIONED_CAPSULES else None)
 
-# The error jaxlib raises when a runtime call fails (JaxRuntimeError from
-# jaxlib 0.8, which xla_client still exports under this name).
+# jaxlib's runtime error (JaxRuntimeError from 0.8; xla_client keeps this).
 RuntimeErrorType: type[Exception] = xla_client.XlaRuntimeError
 
-# The module defining jnp.int8, jnp.bfloat16, ...: jax._src.dlpack's
-# SUPPORTED_DTYPES holds those objects. Typed as a module: which one depends
-# on the version, and pyright and pyrefly would read it as the last import.
+# Where jnp.int8, jnp.bfloat16, ... (SUPPORTED_DTYPES' objects) are defined.
+# Typed as a module: pyright and pyrefly would read it as the last import.
 scalar_types: types.ModuleType
 if EXTENSION_VERSION >= JAXLIB_0_5_1:
   from jax._src.numpy import scalar_types  # type: ignore[attr-defined,no-redef,unused-ignore]
@@ -192,8 +161,7 @@ def export_versioned_capsule(buffer: Any, stream: int | Any | None,
                              max_version: tuple[int, int]) -> Any:
   """Returns a READ_ONLY DLPack 1.x capsule aliasing ``buffer``.
 
-  Only for ``JAXLIB_EXPORTS_VERSIONED_CAPSULES``, and a ``max_version`` of at
-  least ``(1, 0)``. The capsule carries jaxlib's own DLPack version.
+  Only for ``JAXLIB_EXPORTS_VERSIONED_CAPSULES`` and ``max_version >= (1, 0)``.
   """
   return _binding.buffer_to_dlpack_managed_tensor(
       buffer, stream=stream, max_version=max_version)
@@ -249,9 +217,8 @@ def takes(signature: tuple[Parameter, ...],
           expected: tuple[str, ...]) -> bool:
   """Whether a call passing ``expected`` fits ``signature``.
 
-  It does where ``signature`` starts with those parameters and every
-  parameter after them has a default: a jaxlib that gained parameters with
-  defaults is called as before.
+  It does where ``signature`` starts with them and all later parameters have
+  defaults: a jaxlib that gained defaulted parameters is called as before.
   """
   names = tuple(name for name, _ in signature[:len(expected)])
   return names == expected and all(
@@ -277,20 +244,15 @@ def binding_shape_problem(binding: Any = None) -> str | None:
   return None
 
 
-# Where jaxlib's DLPack functions take a shape no gate knows, why (a JAX past
-# the tested range); None otherwise. The patch then steps aside: its entry
-# points are JAX's own (jax_patch._src.dlpack) and install() leaves JAX as it
-# is, so that no call fails where JAX's own would have worked.
+# Why jaxlib's DLPack functions take a shape no gate knows, else None. The
+# patch then steps aside (jax_patch._src.dlpack uses JAX's own, install()
+# leaves JAX alone), so no call fails where JAX's own would have worked.
 BINDING_SHAPE_PROBLEM = binding_shape_problem()
 
 
 def _bind_import(
     copy: bool | None) -> Callable[[Any, Any, int | None, int], Any]:
-  """The binding, called as this jaxlib's shape of it needs, with ``copy``.
-
-  Bound once: every import calls it, and the binding's shape does not
-  change. Parameters a newer jaxlib added after these keep their defaults.
-  """
+  """The binding, called as this jaxlib's shape of it needs, with ``copy``."""
   convert = _binding.dlpack_managed_tensor_to_buffer
   if _BINDING_TAKES_DL_DEVICE_TYPE:
     return lambda capsule, device, stream, dl_device_type: convert(
@@ -302,29 +264,25 @@ def _bind_import(
       capsule, device, stream)
 
 
-# import_capsule(capsule, device, stream, dl_device_type) hands a capsule to
-# jaxlib, which must not copy it: a DLPack 0.x capsule on every version, a
-# 1.x one only where JAXLIB_READS_VERSIONED_CAPSULES. It returns the ArrayImpl
-# aliasing the capsule's memory, which jaxlib has consumed, or raises
-# RuntimeErrorType where jaxlib cannot alias it, leaving the capsule
-# unconsumed.
+# import_capsule(capsule, device, stream, dl_device_type) has jaxlib alias,
+# never copy, a capsule (1.x only where JAXLIB_READS_VERSIONED_CAPSULES). It
+# returns the aliasing ArrayImpl, the capsule consumed, or raises
+# RuntimeErrorType where jaxlib cannot alias it, the capsule unconsumed.
 import_capsule = _bind_import(False)
 
 # Whether jaxlib can be asked to copy an unaligned host buffer itself.
 JAXLIB_COPIES_UNALIGNED = _BINDING_TAKES_COPY
 
 # import_aliasing_or_copying(capsule, device, stream, dl_device_type), only
-# for JAXLIB_COPIES_UNALIGNED, hands jaxlib a compact host capsule to alias,
-# or to copy if unaligned: jaxlib's copy is the cheapest for small arrays and
-# the slowest for large ones. It raises RuntimeErrorType, leaving the capsule
-# unconsumed, where jaxlib cannot import it (say, non-compact strides).
+# where JAXLIB_COPIES_UNALIGNED, has jaxlib alias a compact host capsule, or
+# copy it if unaligned (cheapest for small arrays, slowest for large). Raises
+# RuntimeErrorType, the capsule unconsumed, where jaxlib cannot import it.
 import_aliasing_or_copying = _bind_import(None)
 
 
-# Whether JAX keeps its current trace in context variables of jax._src.core
-# (JAX 0.10 on; 0.4.36 to 0.9 keep it in a thread-local TracingContext):
-# then the eval trace at the top axis environment is the untransformed
-# state, read in two lookups.
+# Whether JAX keeps its trace in jax._src.core context variables (JAX 0.10 on;
+# 0.4.36 to 0.9 use a thread-local TracingContext): then the eval trace at the
+# top axis environment is the untransformed state, read in two lookups.
 _TRACE_CONTEXT = tuple(getattr(core, name, None) for name in (
     "trace_state_strong_ref", "eval_trace", "axis_env_state", "top_axis_env"))
 JAX_HAS_TRACE_CONTEXT = None not in _TRACE_CONTEXT
@@ -333,11 +291,8 @@ JAX_HAS_TRACE_CONTEXT = None not in _TRACE_CONTEXT
 def _bind_trace_state_clean() -> Callable[[], bool]:
   """Whether no JAX transformation (jit, vmap, grad, ...) is being traced.
 
-  ``core.trace_state_clean`` answers on every version, through a method and
-  two properties: a twentieth of a small import, which asks at every call.
-  Where the trace context exists its two values are read directly; they
-  suffice to say "clean" (no trace, no tracer, nothing to bake in), and
-  anything else is left to ``core.trace_state_clean`` to judge.
+  ``core.trace_state_clean`` costs a twentieth of a small import. With the
+  trace context, two direct reads can say "clean"; it judges anything else.
   """
   if not JAX_HAS_TRACE_CONTEXT:
     clean: Callable[[], bool] = core.trace_state_clean
@@ -359,21 +314,17 @@ CPU_ZERO_COPY_ALIGNMENT = 64
 def backends() -> dict[str, Any]:
   """``xla_bridge.backends()``, without its locking once initialised.
 
-  The dict is replaced, not mutated, when JAX clears its backends, so its
-  identity tells a cache of devices when to start over.
+  Its identity changes when JAX clears its backends: caches start over then.
   """
   initialised: dict[str, Any] = xla_bridge._backends  # pylint: disable=protected-access
   return initialised or xla_bridge.backends()
 
 
-# device=Format(layout, sharding): the class is jax._src.layout.Format from
-# JAX 0.6 and Layout before it (whose device-local layout was then
-# DeviceLocalLayout, and is Layout from 0.7).
+# Format from JAX 0.6, Layout before (its DeviceLocalLayout: Layout from 0.7).
 FORMAT_TYPE: type[Any] = getattr(jax_layout, "Format", None) or jax_layout.Layout
 # As users import it: jax.experimental.layout names it so on every version.
 FORMAT_NAME = f"jax.experimental.layout.{FORMAT_TYPE.__name__}"
-# Layout.AUTO's class: an instance of it is AUTO (a class of that name up to
-# JAX 0.9, AutoLayoutSingleton from 0.10, when AutoLayout became the instance).
+# Layout.AUTO's class: AutoLayout to JAX 0.9, AutoLayoutSingleton from 0.10.
 _AUTO_LAYOUT_TYPE: type[Any] = vars(jax_layout).get("AutoLayoutSingleton",
                                                     jax_layout.AutoLayout)
 
@@ -390,9 +341,8 @@ def is_auto_layout(layout: Any) -> bool:
   return isinstance(layout, _AUTO_LAYOUT_TYPE)
 
 
-# Whether JAX can hold a CPU array in a layout other than the default: before
-# 0.5.1 XLA's CPU compiler overrides the layout asked for, and JAX fails
-# ("Unexpected XLA layout override"), as it does computing with such an alias.
+# Whether JAX holds CPU arrays in non-default layouts: before 0.5.1 XLA's CPU
+# compiler overrides them and JAX fails ("Unexpected XLA layout override").
 JAX_HOLDS_CPU_LAYOUTS = EXTENSION_VERSION >= JAXLIB_0_5_1
 
 
@@ -405,8 +355,7 @@ def layout_of(x: Any) -> Any:
 def layout_matches(requested: Any, actual: Any) -> bool:
   """Whether data in layout ``actual`` is in the ``requested`` layout.
 
-  A requested layout without a tiling asks only for its dimension order, as
-  JAX compares a user's layout with the one XLA chose.
+  Untiled, ``requested`` asks only for a dimension order, as in JAX's check.
   """
   return actual is not None and pxla.is_user_xla_layout_equal(requested,
                                                               actual)

@@ -14,10 +14,7 @@
 
 """Devices for DLPack imports: checks, the producer's device, and placement.
 
-This module checks ``device``, finds the producer's device, and places an
-imported array.
-
-This is the only module that maps DLPack device types onto JAX platforms.
+The only module that maps DLPack device types onto JAX platforms.
 """
 
 from __future__ import annotations
@@ -35,14 +32,11 @@ from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_errors
 
 Device = Any
-# Where from_dlpack places its result. A Format (its layout and sharding)
-# is taken apart first (format_parts); the rest of the import sees devices
-# and shardings only.
+# Where from_dlpack places its result; a Format is split first (format_parts).
 Target = Union[Device, Sharding]
 Format = Any  # jax._src.layout.Format, or Layout before JAX 0.6.
 
-# DLPack's device type codes, as dlpack.h numbers them. Upstream's
-# DLDeviceType enum has only some of them (kDLCUDAHost from JAX 0.10).
+# dlpack.h's device types; upstream's DLDeviceType has some (kDLCUDAHost: 0.10).
 KDL_CPU = dlpack_capsule.KDL_CPU
 KDL_CUDA = 2
 KDL_CUDA_HOST = 3
@@ -62,14 +56,10 @@ DL_DEVICE_TO_PLATFORM: dict[int, str] = {
     KDL_TPU_HOST: "tpu",
 }
 
-# Memory that no JAX device holds as it is, though the host can read it,
-# named for messages. CUDA managed (unified) memory: jaxlib's DLPack import
-# knows no such device type (before 0.10.2 it refuses any but CPU, CUDA and
-# ROCm; where it takes the device from the caller it would view the memory
-# as plain device memory, which no test machine can check and upstream does
-# not try). So it is imported as a platform without a backend is: the
-# producer is asked for a host (kDLCPU) export when the caller asks for a
-# CPU device, and without one the import raises BufferError saying so.
+# Memory the host can read but no JAX device holds as is, named for messages:
+# jaxlib's import does not know CUDA managed memory (refused before 0.10.2,
+# later taken for device memory, untested), so a CPU target gets a host export
+# from the producer, as for a platform without a backend; else BufferError.
 HOST_EXPORT_ONLY: dict[int, str] = {KDL_CUDA_MANAGED: "CUDA managed memory"}
 
 # Host memory, plain or pinned by an accelerator: no stream orders it.
@@ -84,8 +74,7 @@ def check_target(device: object) -> Target | Format | None:
 
   Raises:
     InvalidDeviceError: (a ``TypeError`` and ``ValueError``) ``device`` is
-      neither ``None``, a ``jax.Device``, a ``jax.sharding.Sharding`` nor a
-      ``Format``.
+      not ``None``, a ``jax.Device``, a ``Sharding`` or a ``Format``.
   """
   if device is None or isinstance(
       device, (xla_client.Device, Sharding, dlpack_compat.FORMAT_TYPE)):
@@ -103,8 +92,7 @@ def check_target(device: object) -> Target | Format | None:
 def format_parts(target_format: Format) -> tuple[Any, Target | None]:
   """A ``Format`` target's device-local layout and sharding.
 
-  Either may be ``None``: no layout asks for none in particular, and no
-  sharding keeps the producer's device.
+  A ``None`` layout asks for none; a ``None`` sharding keeps the source device.
 
   Raises:
     ValueError: the layout is ``Layout.AUTO``, which only ``jit`` resolves.
@@ -118,22 +106,31 @@ def format_parts(target_format: Format) -> tuple[Any, Target | None]:
   return layout, sharding
 
 
-def format_obstacle(result: Any, layout: Any,
-                    sharding: Target | None) -> str | None:
-  """Why ``result`` does not lie as a ``Format`` asks; ``None`` if it does.
+def moves(result: Any, target: Target | None) -> bool:
+  """Whether placing ``result`` on ``target`` takes it to other devices."""
+  return target is not None and devices_of(target) != set(
+      result.sharding.device_set)
 
-  ``result`` is the import onto ``sharding``'s device, which JAX places in
-  its default memory kind and in the layout the producer's strides give.
+
+def placement_obstacle(result: Any, target: Target | None,
+                       layout: Any) -> str | None:
+  """Why an import does not lie as asked; ``None`` where it does.
+
+  ``result`` is the import (source device, default memory kind, strides'
+  layout); ``target`` and ``layout`` are the request, each may be ``None``.
 
   Raises:
-    ValueError: no copy can lie so: JAX before 0.5.1 holds CPU arrays in
-      their default layout only.
+    ValueError: JAX before 0.5.1 holds CPU arrays in their default layout only.
   """
-  if sharding is not None and not holds(result, sharding):
+  if target is not None and not holds(result, target):
+    if moves(result, target):
+      return f"the source device is {describe_source(result)}"
     return (f"the data lies in memory kind {result.sharding.memory_kind} of "
             f"{describe(result.sharding)}")
+  if layout is None:
+    return None
   actual = dlpack_compat.layout_of(result)
-  if layout is None or dlpack_compat.layout_matches(layout, actual):
+  if dlpack_compat.layout_matches(layout, actual):
     return None
   if not dlpack_compat.JAX_HOLDS_CPU_LAYOUTS and is_host(result.sharding):
     raise ValueError(
@@ -163,8 +160,7 @@ def platform_of(dl_device: tuple[int, int], exporting: bool = False) -> str:
   """Returns the JAX platform name for a DLPack device.
 
   Args:
-    exporting: the device was asked for on export (``dl_device=``), not
-      reported by a producer; only the error's wording differs.
+    exporting: asked for on export (``dl_device=``); only the message differs.
 
   Raises:
     UnsupportedDeviceError: JAX has no platform for this device type.
@@ -196,9 +192,8 @@ def jax_device_for(dl_device: tuple[int, int],
     exporting: see :func:`platform_of`.
 
   Returns:
-    The device, or ``None`` when this JAX has no backend for its platform
-    (a CUDA tensor under a CPU-only jaxlib) or no device holds such memory
-    as it is (``HOST_EXPORT_ONLY``).
+    The device, or ``None`` where JAX has no backend for its platform or no
+    device holds such memory as is (``HOST_EXPORT_ONLY``).
 
   Raises:
     UnsupportedDeviceError: the device type or id is unknown to JAX.
@@ -242,8 +237,7 @@ def is_only(target: Target | None, device: Device) -> bool:
 def stays(target: Target | None, source: Any) -> bool:
   """Whether placing on ``target`` leaves the data where ``source`` holds it.
 
-  ``source`` is a device, or a ``jax.Array`` (whose sharding must then be
-  ``target`` exactly).
+  ``source``: a device, or a ``jax.Array`` whose sharding must be ``target``.
   """
   if target is None:
     return True  # Without a call: copy=False asks this at every import.
@@ -262,10 +256,7 @@ def is_host(target: Target) -> bool:
 
 
 def describe(target: Target) -> str:
-  """A device as upstream's messages write it, or a sharding's devices.
-
-  Upstream writes a device as its ``repr``.
-  """
+  """A device as upstream writes it (its ``repr``), or a sharding's devices."""
   if isinstance(target, Sharding):
     devices = sorted(map(repr, devices_of(target)))
     return f"{type(target).__name__} over {devices}"
@@ -276,8 +267,7 @@ def place(array: Any, target: Target | Format,
           may_alias: bool | None = None) -> Array:
   """Transfers (and for a multi-device sharding, shards) ``array``.
 
-  Where ``target`` includes ``array``'s own device the result may share
-  memory with ``array`` there, unless ``may_alias`` is ``False``.
+  Unless ``may_alias`` is ``False``, it may alias ``array`` on its own device.
   """
   placed: Array = device_put(array, target, may_alias=may_alias)
   return placed
@@ -287,8 +277,8 @@ def place_in_format(array: Any, layout: Any,
                     sharding: Target | None) -> Array:
   """Transfers ``array`` onto ``sharding`` (if any), then into ``layout``.
 
-  In two steps: ``device_put`` takes a ``Format`` only on the array's own
-  devices, and before JAX 0.10 not into another memory kind at all.
+  ``sharding`` may be a device. Two steps: ``device_put`` takes a ``Format``
+  only on the array's own devices (before JAX 0.10, in its memory kind too).
   """
   if sharding is not None and not holds(array, sharding):
     array = place(array, sharding)
@@ -315,8 +305,7 @@ def single_device(x: Any, caller: str) -> Device:
   """
   sharding = x.sharding
   if type(sharding) is SingleDeviceSharding:  # pylint: disable=unidiomatic-typecheck
-    # What device_set would say, without building the set: every export
-    # and __dlpack_device__ asks.
+    # device_set's answer without building the set: every export asks.
     device: Device = sharding._device  # pylint: disable=protected-access
     return device
   devices = sharding.device_set
@@ -340,14 +329,12 @@ def _device_type(code: int) -> DLDeviceType | int:
 def dlpack_device_of_array(x: Any) -> tuple[DLDeviceType | int, int]:
   """``jax.Array.__dlpack_device__``: the DLPack device of ``x``'s buffer.
 
-  Unlike upstream, a CPU array reports its own device's hardware id, so a
-  JAX-to-JAX round trip through DLPack keeps the device (the CPU id rule:
-  docs/behaviour.md).
+  Unlike upstream, a CPU array reports its device's hardware id, so a JAX
+  round trip keeps the device (the CPU id rule: docs/behaviour.md).
 
   Raises:
     BufferError: ``x`` spans several devices, or its memory has no DLPack
-      device type (:func:`dl_device_type`), TPU device memory among them;
-      the message names the route to the host.
+      device type (:func:`dl_device_type`); the message names a host route.
   """
   device = single_device(x, "__dlpack_device__")
   cpu = host_dl_device(device)
@@ -366,11 +353,7 @@ def dlpack_device_of_array(x: Any) -> tuple[DLDeviceType | int, int]:
 
 
 def host_dl_device(device: Device) -> tuple[DLDeviceType | int, int] | None:
-  """The DLPack device of a CPU device, with its own id; ``None`` for others.
-
-  Kept once asked: every export asks, and a CPU device's answer never
-  changes.
-  """
+  """The DLPack device of a CPU device, with its own id; ``None`` for others."""
   cpu = _CPU_DL_DEVICES.get(device)
   if cpu is None and device.platform == "cpu":
     cpu = _CPU_DL_DEVICES[device] = (_device_type(KDL_CPU),
@@ -385,23 +368,18 @@ def dl_device_type(platform: str, platform_version: str,
                    memory_kind: str | None) -> int | None:
   """DLPack's device type for a JAX device's memory; ``None`` if none names it.
 
-  The one map from JAX memory to DLPack device types, for export and for
-  ``__dlpack_device__``. Plain values in, so that every row can be tested
-  on any machine.
+  The one map from JAX memory to DLPack device types, for export and
+  ``__dlpack_device__``; plain values in, so every row is testable anywhere.
 
   Args:
     platform: the device's ``platform`` (``"cpu"``, ``"gpu"``, ``"tpu"``).
-    platform_version: its client's ``platform_version``, which tells CUDA,
-      ROCm and oneAPI apart.
-    memory_kind: the array's ``sharding.memory_kind``; ``None`` or
-      ``"device"`` for the device's own memory.
+    platform_version: its client's, telling CUDA, ROCm and oneAPI apart.
+    memory_kind: the array's; ``None`` or ``"device"`` for device memory.
 
   Returns:
-    The device type, or ``None`` for memory no released DLPack (up to 1.3)
-    names: TPU device memory (DLPack main adds ``kDLTPU = 19``, unreleased,
-    and jaxlib refuses to export it) and unknown GPU platforms. TPU pinned
-    host memory is ``kDLTPUHost`` (20), also from DLPack main, as JAX main
-    reports it.
+    The type, or ``None`` where DLPack up to 1.3 has none: TPU device memory
+    (``kDLTPU = 19`` is unreleased; jaxlib will not export it), unknown GPUs.
+    TPU pinned host is ``kDLTPUHost`` (20, DLPack main), as JAX main says.
   """
   pinned_host = memory_kind == "pinned_host"
   if platform == "cpu":
@@ -441,11 +419,9 @@ def unnameable_memory_message(caller: str, device: Device,
 def check_export_stream(stream: Any, dl_type: int, caller: str) -> None:
   """Raises ``BufferError`` for a ``stream`` DLPack rules out on ``dl_type``.
 
-  The DLPack Python spec: ``None`` always, and ``-1`` (no synchronisation)
-  always; on CUDA also ``1`` (legacy default stream), ``2`` (per-thread
-  default) and a stream pointer (above 2), never ``0``; on ROCm ``0`` (the
-  default stream) and a stream pointer, never ``1`` or ``2``. Memory of any
-  other device type has no streams.
+  Per the spec: ``None`` and ``-1`` (no sync) always; on CUDA also ``1``
+  (legacy default), ``2`` (per-thread) and pointers (> 2), never ``0``; on
+  ROCm ``0`` (default) and pointers, never ``1`` or ``2``. Others: no streams.
   """
   if stream is None or stream == -1:
     return

@@ -14,14 +14,10 @@
 
 """Exception classes of the DLPack import and export, and their messages.
 
-The classes are those the import and the export raise; the messages keep
-what code written against upstream JAX matches on.
-
-The Python Array API standard and upstream JAX disagree on several exception
-types. Where they do, the class here derives from both, so that code written
-against either keeps working. Where upstream raised for the same situation,
-the message opens with a sentence in upstream's wording (tests pin each
-pattern against the running upstream), then says why and what to pass.
+Where the Array API standard and upstream JAX disagree on an exception type,
+the class derives from both, so code written against either keeps working.
+Where upstream raised too, the message opens in upstream's wording (tests
+pin each pattern), then says why and what to pass.
 """
 
 from __future__ import annotations
@@ -30,16 +26,14 @@ from __future__ import annotations
 class CopyRequiredError(BufferError, ValueError):
   """A copy is needed but the caller passed ``copy=False``.
 
-  The standard's ``copy`` text asks for ``BufferError``; its ``Raises`` section
-  and upstream JAX use ``ValueError``.
+  The standard's copy text asks for ``BufferError``; upstream ``ValueError``.
   """
 
 
 class InvalidDeviceError(TypeError, ValueError):
   """``device`` is not a ``jax.Device`` or ``jax.sharding.Sharding``.
 
-  A wrong argument type is a ``TypeError``; upstream JAX raised
-  ``ValueError`` (from ``device_put``).
+  A wrong type is a ``TypeError``; upstream JAX raised ``ValueError``.
   """
 
 
@@ -60,8 +54,7 @@ class UnsupportedDeviceError(BufferError, TypeError):
 class TransformationError(RuntimeError):
   """``from_dlpack`` was called inside a JAX transformation.
 
-  It reads an external, mutable buffer that tracing cannot follow: a trace
-  would bake in the buffer's current contents and silently go stale.
+  Tracing would bake in the external, mutable buffer's current contents.
   """
 
 
@@ -71,14 +64,12 @@ def copy_required(reason: str, specified: str = "input",
 
   Args:
     reason: why a copy is needed, as a clause ("the source device is ...").
-    specified: what asked for it: ``input`` when the input itself cannot be
-      shared, ``device=...`` when a move was asked for.
+    specified: what needs it: ``input`` (unshareable input) or ``device=...``.
     caller: the function whose ``copy=False`` it is.
 
   Returns:
-    A ``CopyRequiredError`` whose message opens as upstream's does
-    ("Specified ... which requires a copy since ..."), the sentence code
-    written against upstream matches.
+    A ``CopyRequiredError`` opening as upstream's does ("Specified ... which
+    requires a copy since ...").
   """
   return CopyRequiredError(
       f"Specified {specified} which requires a copy since {reason}, however "

@@ -14,12 +14,9 @@
 
 """DLPack export for JAX: ``jax.Array.__dlpack__`` and ``to_dlpack``.
 
-The export half of ``jax/_src/dlpack.py`` (:mod:`dlpack` re-exports both
-names, as JAX's module has them). An export checks its arguments, asks
-:func:`dlpack_plan.plan` whether it shares ``x``'s buffer or copies it,
-places the data where the consumer asked (a host copy of accelerator
-memory, a move, or ``x`` itself) and hands over a capsule: READ_ONLY where
-it aliases JAX's immutable buffer, IS_COPIED where the consumer owns a copy.
+An export asks :func:`dlpack_plan.plan` whether to share or copy ``x``'s
+buffer, places the data where the consumer asked and hands over a capsule:
+READ_ONLY where it aliases JAX's buffer, IS_COPIED where it holds a copy.
 """
 
 from __future__ import annotations
@@ -39,6 +36,7 @@ from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
 from jax_patch._src import dlpack_plan
+from jax_patch._src import dlpack_request
 
 _KDL_CPU = dlpack_device.KDL_CPU
 _COPY = dlpack_plan.COPY
@@ -50,15 +48,11 @@ def array_dlpack(self: Array, *, stream: int | Any | None = None,
                  copy: bool | None = None) -> Any:
   """``jax.Array.__dlpack__``: :func:`to_dlpack` of the array, as a method.
 
-  Installed in place of JAX's method, which imports ``to_dlpack`` at every
-  call and would otherwise run before it. What a consumer from DLPack 1.0 on
-  asks most often (no stream, no other device, no copy) goes straight to
-  jaxlib's 1.x export where jaxlib has one, and otherwise, from ``cpu:0``, to
-  :func:`_export_through_numpy`; the rest, and whatever those decline (a
-  dtype DLPack cannot carry, say), to :func:`to_dlpack`.
+  Replaces JAX's method (saving its per-call import). A 1.x request with no
+  stream, copy or non-host device takes jaxlib's 1.x export, or without it
+  :func:`_export_through_numpy`; all else goes to :func:`to_dlpack`.
   """
-  # plan answers SHARE_OR_COPY or SHARE for these requests: a test keeps
-  # this guard, spelled out for speed, in step with it.
+  # plan's SHARE or SHARE_OR_COPY cases, inlined; a test keeps them in step.
   if ((copy is None or copy is False) and (stream is None or stream == -1)
       and (dl_device is None or dl_device == dlpack_device.HOST_DL_DEVICE)
       and type(max_version) is tuple and len(max_version) == 2  # pylint: disable=unidiomatic-typecheck
@@ -69,14 +63,11 @@ def array_dlpack(self: Array, *, stream: int | Any | None = None,
       if capsule is not None:
         return capsule
     elif dl_device is None or device.platform == "cpu":
-      # What to_dlpack comes to for this request: jaxlib's READ_ONLY alias.
-      # A single-device array is its own only shard: jaxlib exports it as
-      # it would addressable_data(0), without making that array first.
+      # As to_dlpack: jaxlib's READ_ONLY alias of the array, its only shard.
       try:
         return dlpack_compat.export_versioned_capsule(self, None, max_version)
       except dlpack_compat.RuntimeErrorType:
-        # to_dlpack says why (BufferError for the dtype). Asked only once
-        # jaxlib refuses: checking the dtype first costs every export 6%.
+        # to_dlpack says why; checking the dtype first would cost 6%.
         pass
   return to_dlpack(self, stream=stream, max_version=max_version,
                    dl_device=dl_device, copy=copy)
@@ -91,42 +82,37 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
 
   Args:
     x: a single-device :class:`~jax.Array`.
-    stream: the consumer's stream, as the DLPack Python spec defines it:
-      ``None`` (or ``-1``, no synchronisation) for host memory; on CUDA and
-      ROCm ``None``, ``1``, ``2`` or a stream pointer, never ``0``.
+    stream: the consumer's stream, per the DLPack Python spec: ``None`` (or
+      ``-1``, no sync) for host memory; on CUDA and ROCm ``None``, ``1``,
+      ``2`` or a stream pointer, never ``0``.
     src_device: ``x``'s device, if the caller knows it.
-    dl_device: ``(device_type, device_id)`` the consumer wants the data on.
-      Any CPU device satisfies a request for ``kDLCPU``.
+    dl_device: ``(device_type, device_id)`` wanted; any CPU serves ``kDLCPU``.
     max_version: the newest DLPack version the consumer reads.
-    copy: ``True`` always exports a copy; ``False`` never copies and raises
-      when a copy is needed; ``None`` copies only to change device.
+    copy: ``True`` always copies; ``False`` never does, raising if it must;
+      ``None`` copies only to change device.
 
   Returns:
-    A DLPack 1.x capsule when ``max_version`` is at least ``(1, 0)``, a 0.x
-    capsule otherwise. Unless a copy was made, a 1.x capsule aliases ``x``'s
-    buffer with READ_ONLY set, since JAX arrays are immutable; a copy belongs
-    to the consumer, and its 1.x capsule has IS_COPIED set instead. A 0.x
-    capsule has no flags, so a consumer cannot tell that it must not write:
-    one asked for with a 0.x ``max_version`` always holds a copy. Without
-    ``max_version`` (a consumer from before DLPack 1.0) it aliases ``x``, as
-    upstream JAX and NumPy export, and the consumer must not write.
+    A 1.x capsule if ``max_version`` is at least ``(1, 0)``, else 0.x. A 1.x
+    capsule aliases ``x``'s buffer (READ_ONLY) or holds a copy the consumer
+    owns (IS_COPIED). A 0.x capsule has no flags: for a 0.x ``max_version``
+    it holds a copy; for none (a pre-1.0 consumer) it aliases ``x``, as
+    upstream JAX and NumPy do, and the consumer must not write.
 
   Raises:
     TypeError: ``x`` is not a ``jax.Array``, ``copy`` is not a bool, or
       ``stream`` is not an integer.
     BufferError: ``x``'s dtype has no DLPack type JAX exports (the message
       names it), ``x`` spans several devices, ``dl_device`` names a device
-      JAX does not have, or ``stream`` is invalid for ``x``'s device.
+      JAX lacks, or ``stream`` is invalid for ``x``'s device.
     CopyRequiredError: ``copy=False`` but ``dl_device`` needs a transfer, or
       ``max_version`` asks for a 0.x capsule, which cannot be shared safely.
   """
   if not isinstance(x, array.ArrayImpl):
     raise TypeError(f"Argument to to_dlpack must be a jax.Array, got {type(x)}")
   if copy is not None:
-    copy = dlpack_plan.check_copy(copy, "to_dlpack")
+    copy = dlpack_request.check_copy(copy, "to_dlpack")
   _check_stream_type(stream)
-  # An ArrayImpl holds a NumPy dtype; some JAXs annotate it as possibly an
-  # extended one, which only key arrays (not ArrayImpl) have.
+  # Some JAXs annotate ArrayImpl.dtype as possibly extended; it never is.
   type_code = _export_type_code(cast(np.dtype[Any], x.dtype))
   requested = None if max_version is None else (max_version[0],
                                                  max_version[1])
@@ -151,8 +137,7 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
   if requested is None or requested[0] < 1:
     return _export_capsule(exported, device, stream, type_code)
   if not copied and dlpack_compat.JAXLIB_EXPORTS_VERSIONED_CAPSULES:
-    # jaxlib 0.12 on knows every dtype the patch exports, and marks its
-    # alias READ_ONLY.
+    # jaxlib 0.12+ knows every exported dtype and marks its alias READ_ONLY.
     with _jaxlib_refusal_as_buffer_error(device):
       return dlpack_compat.export_versioned_capsule(
           exported.addressable_data(0), _jaxlib_stream(stream), requested)
@@ -170,10 +155,8 @@ def to_dlpack(x: Array, stream: int | Any | None = None,
 def _export_host_copy(x: Any, requested: tuple[int, int] | None) -> Any:
   """Exports a host copy of an accelerator array that only the consumer holds.
 
-  A writable copy, as PyTorch and CuPy hand over device memory asked for on
-  the host: IS_COPIED in a 1.x capsule, a plain 0.x capsule otherwise. NumPy
-  allocates it, so nothing of ``x`` (its cached host value, which a move to
-  the CPU may alias) is ever shared with a consumer that may write.
+  Writable (IS_COPIED if 1.x), as PyTorch and CuPy export. NumPy allocates
+  it, so no writer gets ``x``'s cached host value, which a move may alias.
   """
   host = np.array(x)  # One transfer (kept as x's host value), one memcpy.
   if host.dtype in dlpack_capsule.NUMPY_EXPORTED_DTYPES:
@@ -194,18 +177,13 @@ def _export_host_copy(x: Any, requested: tuple[int, int] | None) -> Any:
 def _export_type_code(dtype: np.dtype[Any]) -> int:
   """DLPack's type code for an export of ``dtype``, if it can be exported.
 
-  The one place that says whether a dtype exports, and as what: every dtype
-  with a DLPack type, float4_e2m1fn packed two to a byte as JAX holds it
-  (DLPack 1.1's layout), the float8 types with their DLPack 1.1 codes. jaxlib
-  exports the codes it knows (:func:`dlpack_compat.jaxlib_knows_type_code`);
-  :func:`_export_capsule` exports the others from NumPy's view of a CPU
-  buffer.
+  The one place that decides: every dtype with a DLPack type, float4_e2m1fn
+  packed two to a byte (DLPack 1.1's layout), float8 with DLPack 1.1 codes.
+  Codes jaxlib lacks, :func:`_export_capsule` exports from a CPU buffer.
 
   Raises:
-    BufferError: DLPack has no type for ``dtype`` that JAX exports: int1,
-      int2 and int4, their unsigned twins, float6, strings. The Array API
-      standard's error for a dtype the producer cannot export, naming it;
-      jaxlib raises ``UNIMPLEMENTED``.
+    BufferError: no DLPack type for ``dtype`` that JAX exports (int1, int2,
+      int4, their unsigned twins, float6, strings); the message names it.
   """
   code = dlpack_capsule.buffer_type_code(dtype)
   if code is None:
@@ -228,16 +206,14 @@ def _export_through_numpy(x: Array, device: Any,
                           requested: tuple[int, int]) -> Any | None:
   """Exports a ``cpu:0`` buffer as NumPy's READ_ONLY 1.x capsule of it.
 
-  The cheapest correct export: NumPy's view of a CPU buffer aliases it and
-  keeps it alive, is read-only (so NumPy sets READ_ONLY), and NumPy builds
-  and releases the capsule in C. ``None`` for what NumPy cannot say: a device
-  id other than 0 (NumPy's capsule says ``(kDLCPU, 0)``), a dtype NumPy does
-  not export (bfloat16, float8), or a view that would be a copy.
+  The cheapest correct export: NumPy's read-only view aliases the buffer and
+  keeps it alive, and NumPy builds the capsule in C. ``None`` for a device
+  id other than 0, a dtype NumPy does not export (bfloat16, float8), or a
+  view that would be a copy.
   """
   if dlpack_device.host_dl_device(device) != dlpack_device.HOST_DL_DEVICE:
     return None
-  # jaxlib's own view of a cpu:0 buffer, read-only, which keeps the buffer
-  # alive; np.asarray reaches it in C, faster than any Python route.
+  # np.asarray reaches jaxlib's own read-only view in C, faster than Python.
   view: Any = np.asarray(x)  # NumPy's stubs for pytype lack __dlpack__.
   if not dlpack_compat.NUMPY_VIEW_ALIASES_CPU_BUFFERS and (
       view.flags.writeable
@@ -246,8 +222,7 @@ def _export_through_numpy(x: Array, device: Any,
   try:
     return view.__dlpack__(max_version=requested)
   except BufferError:
-    # A dtype outside NUMPY_EXPORTED_DTYPES, which NumPy refuses without
-    # making a capsule; asking costs less than checking every export.
+    # A dtype outside NUMPY_EXPORTED_DTYPES: cheaper than checking first.
     return None
 
 
@@ -258,10 +233,7 @@ def _jaxlib_stream(stream: int | Any | None) -> int | Any | None:
 
 def _export_capsule(x: Any, device: Any, stream: int | Any | None,
                     type_code: int) -> Any:
-  """Returns a 0.x capsule aliasing the buffer of single-device ``x``.
-
-  ``type_code`` is :func:`_export_type_code` of ``x.dtype``.
-  """
+  """Returns a 0.x capsule aliasing ``x``'s buffer, of DLPack ``type_code``."""
   buffer = x.addressable_data(0)
   if dlpack_compat.jaxlib_knows_type_code(type_code):
     with _jaxlib_refusal_as_buffer_error(device):
@@ -271,8 +243,7 @@ def _export_capsule(x: Any, device: Any, stream: int | Any | None,
     raise BufferError(
         f"to_dlpack: jaxlib before 0.5.3 cannot export {x.dtype} from "
         f"{device}.")
-  # jaxlib before 0.5.3 has no DLPack code for float8. A CPU buffer's NumPy
-  # view aliases it, waits until it is ready and keeps it alive.
+  # float8: a CPU buffer's NumPy view aliases, awaits and keeps it alive.
   view = np.asarray(buffer)
   if view.ctypes.data != buffer.unsafe_buffer_pointer():
     raise BufferError(
@@ -325,13 +296,10 @@ def _check_stream_type(stream: Any) -> None:
 
 def _exported_dl_device_type(x: Any, src_device: Any,
                               target: Any | None) -> int:
-  """The DLPack device type of the memory an export hands over.
-
-  That is ``x``'s own memory, or the device memory of ``target`` it moves to.
+  """The DLPack device type of the memory exported: ``x``'s or ``target``'s.
 
   Raises:
-    BufferError: DLPack has no device type for that memory (TPU device
-      memory, say); the message names the route to the host.
+    BufferError: DLPack cannot name that memory (TPU device memory, say).
   """
   device, memory_kind = ((src_device, x.sharding.memory_kind)
                          if target is None else (target, None))
@@ -344,12 +312,7 @@ def _exported_dl_device_type(x: Any, src_device: Any,
 
 @contextlib.contextmanager
 def _jaxlib_refusal_as_buffer_error(device: Any) -> Iterator[None]:
-  """Turns jaxlib's refusal to export into the standard's ``BufferError``.
-
-  jaxlib raises its own runtime error where a PJRT plug-in cannot export
-  (no DLPack support, no stream extension); the standard asks for
-  ``BufferError`` wherever an export is impossible.
-  """
+  """Turns jaxlib's refusal to export into the standard's ``BufferError``."""
   try:
     yield
   except dlpack_compat.RuntimeErrorType as err:

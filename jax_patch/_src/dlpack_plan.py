@@ -14,20 +14,17 @@
 
 """Decides whether a DLPack transfer shares memory, copies it, or raises.
 
-This module is the only place where ``copy`` and ``device`` become what
-happens. Every import path (NumPy's and torch's fast paths, the general
-path, ``jax.Array`` inputs, platforms without a JAX backend) and the export
-gather the facts they know about the source, ask :func:`plan`, and carry out
-its answer. What they learn on the way (jaxlib refusing to alias, or copying
-what it was asked to alias) goes to :func:`replan`.
+The only place where ``copy`` and ``device`` become what happens: every
+import route and the export ask :func:`plan` once, with what they know of
+the source, and carry out its answer; :func:`sharing_failed` says what it
+comes to where sharing turns out impossible on the way (jaxlib refusing to
+alias, or copying what it was asked to alias).
 """
 
 from __future__ import annotations
 
 import enum
 from typing import Any
-
-import numpy as np
 
 from jax_patch._src import dlpack_device
 from jax_patch._src import dlpack_errors
@@ -51,20 +48,6 @@ PRODUCER_COPIED = ("the producer could not share the data: it copied it (its "
                    "capsule has IS_COPIED set)")
 
 
-def check_copy(copy: object, caller: str = "from_dlpack") -> bool | None:
-  """Returns ``copy`` as a bool or ``None``; NumPy bools are bools.
-
-  Raises:
-    TypeError: ``copy`` is anything else, naming ``caller``.
-  """
-  if copy is None or isinstance(copy, bool):
-    return copy
-  if isinstance(copy, np.bool_):
-    return bool(copy)
-  raise TypeError(
-      f"{caller}: copy must be True, False or None, got {copy!r} of type "
-      f"{type(copy).__name__}.")
-
 
 def plan(copy: bool | None, target: dlpack_device.Target | None = None,
          source: Any = None, obstacle: str | None = None,
@@ -73,8 +56,7 @@ def plan(copy: bool | None, target: dlpack_device.Target | None = None,
   """Decides what a transfer does with the source's memory.
 
   Args:
-    copy: the caller's ``copy`` argument, already checked to be a bool or
-      ``None``.
+    copy: the caller's ``copy``, already checked: a bool or ``None``.
     target: where the result goes; ``None`` keeps the source's device.
     source: the device (or ``jax.Array``) the data lies on now.
     obstacle: why the data cannot be shared as it is, if it cannot: a
@@ -100,30 +82,32 @@ def plan(copy: bool | None, target: dlpack_device.Target | None = None,
   if copy is None and obstacle is None and target is None:
     return SHARE_OR_COPY  # The commonest request, decided first.
   if copy is False:
-    if producer_copied:
-      raise dlpack_errors.copy_required(PRODUCER_COPIED, caller=caller)
-    if obstacle is not None:
-      raise dlpack_errors.copy_required(obstacle, specified, caller)
+    # The device first, as upstream's messages say it.
     if not dlpack_device.stays(target, source):
       raise dlpack_errors.copy_required(
           f"the source device is {dlpack_device.describe_source(source)}",
           f"device={dlpack_device.describe(target)}", caller)
+    if producer_copied:
+      raise dlpack_errors.copy_required(PRODUCER_COPIED, caller=caller)
+    if obstacle is not None:
+      raise dlpack_errors.copy_required(obstacle, specified, caller)
     return SHARE
   if obstacle is not None or (copy and not producer_copied):
     return COPY
   return SHARE_OR_COPY
 
 
-def replan(decision: Decision, reason: str,
-           caller: str = "from_dlpack") -> Decision:
-  """Decides again once sharing turned out impossible, saying ``reason``.
+def sharing_failed(decision: Decision, reason: str,
+                   specified: str = "input",
+                   caller: str = "from_dlpack") -> Decision:
+  """What a plan comes to where sharing turns out impossible, for ``reason``.
 
-  Returns:
-    ``COPY``: the data may be copied after all.
+  Not a new decision: ``SHARE`` promised to raise then, and the others to
+  copy, so ``COPY`` is returned. ``specified`` is what asked for it.
 
   Raises:
     CopyRequiredError: ``decision`` was ``SHARE``.
   """
   if decision is SHARE:
-    raise dlpack_errors.copy_required(reason, caller=caller)
+    raise dlpack_errors.copy_required(reason, specified, caller)
   return COPY

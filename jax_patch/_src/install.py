@@ -14,13 +14,9 @@
 
 """Routes the running JAX's DLPack entry points through this patch.
 
-``install`` replaces, as one step, ``jax.dlpack.from_dlpack``,
-``jax.numpy.from_dlpack``, the ``jax._src.dlpack`` functions that
-``jax.Array.__dlpack__`` imports when called,
-``jax.Array.__dlpack_device__`` and, on the JAX versions that still have
-it, the public ``to_dlpack``. ``uninstall`` puts back exactly the objects it
-replaced. On a JAX newer than the tested range, the first ``install`` warns
-that it is untested.
+``install`` replaces as one step ``from_dlpack`` in ``jax.dlpack``,
+``jax.numpy`` and ``jax._src.dlpack``, every ``to_dlpack``, and the array's
+``__dlpack__`` and ``__dlpack_device__``; ``uninstall`` puts them back.
 """
 
 from __future__ import annotations
@@ -35,8 +31,7 @@ from typing import Any
 _Patch = tuple[Any, str, Any]
 
 _lock = threading.RLock()
-# What install() replaced, as (module, name, original); None when not
-# installed.
+# What install() replaced, as (module, name, original); None if not.
 _originals: list[_Patch] | None = None
 
 
@@ -55,8 +50,7 @@ def _patches() -> list[_Patch]:
       (jax.dlpack, "from_dlpack", dlpack.from_dlpack),
       (jax.numpy, "from_dlpack", lax_numpy.from_dlpack),
       (jax_src_dlpack, "from_dlpack", dlpack.from_dlpack),
-      # jax.Array.__dlpack__ imports this name at every call; the method is
-      # replaced too, which saves that import.
+      # jax.Array.__dlpack__ imports this per call; the method is replaced too.
       (jax_src_dlpack, "to_dlpack", dlpack.to_dlpack),
       (array.ArrayImpl, "__dlpack__", dlpack.array_dlpack),
       (array.ArrayImpl, "__dlpack_device__",
@@ -68,11 +62,8 @@ def _patches() -> list[_Patch]:
 def _public_to_dlpack(module: Any, replacement: Any) -> list[_Patch]:
   """Patches ``module.to_dlpack`` where this JAX still has it.
 
-  JAX up to 0.5 has ``jax.dlpack.to_dlpack``. 0.6 serves it, and
-  ``jax.util.to_dlpack``, as deprecated aliases from the module's
-  ``_deprecations`` table, which its ``__getattr__`` consults (and caches)
-  only for names the module lacks: an attribute set on the module shadows
-  the alias. 0.7 removed both.
+  JAX 0.6 serves it (and ``jax.util``'s) as a deprecated alias through
+  ``__getattr__``, which a set attribute shadows; 0.7 removed both.
   """
   if module is None:
     return []
@@ -83,8 +74,7 @@ def _public_to_dlpack(module: Any, replacement: Any) -> list[_Patch]:
   return []
 
 
-# The original of an attribute install() adds to shadow a deprecated alias;
-# restoring it deletes the attribute.
+# The original of an attribute added to shadow an alias: restoring deletes.
 _ABSENT = object()
 
 
@@ -110,8 +100,7 @@ def apply_patches(patches: list[_Patch]) -> list[_Patch]:
 
   Raises:
     AttributeError: a module lacks a name to replace; nothing was changed.
-    Exception: setting an attribute failed; the ones already set were put
-      back first.
+    Exception: setting an attribute failed; those already set are restored.
   """
   originals = [(module, name, _original(module, name))
                for module, name, _ in patches]
@@ -168,11 +157,7 @@ def _warn_once(message: str | None) -> None:
 
 
 def _smoke_error() -> Exception | None:
-  """What a NumPy -> JAX -> NumPy -> JAX round trip raises, if anything.
-
-  It goes through whatever ``jax.numpy.from_dlpack`` and
-  ``jax.Array.__dlpack__`` are now: the patch's or JAX's own.
-  """
+  """What a NumPy/JAX round trip through the current entry points raises."""
   import jax.numpy as jnp
   import numpy as np
   try:
@@ -187,11 +172,10 @@ def _smoke_error() -> Exception | None:
 def install() -> None:
   """Patches the running JAX. Calling it again does nothing.
 
-  On a JAX newer than the tested range it warns (``UntestedJaxWarning``),
-  the first time in a process, and makes sure the patch is no worse there:
-  where jaxlib's DLPack functions take a shape the patch does not know, or
-  a round trip fails through the patch but works through JAX's own
-  functions, it leaves JAX's own functions in place and warns so instead.
+  On a JAX newer than the tested range it warns (``UntestedJaxWarning``)
+  once a process. Where jaxlib's DLPack functions take a shape the patch
+  does not know, or there a round trip fails through the patch but not
+  through JAX's own, it leaves JAX's own functions in place and warns so.
   """
   global _originals
   with _lock:
@@ -234,7 +218,7 @@ def is_installed() -> bool:
 def patched() -> Iterator[None]:
   """Installs the patch for the ``with`` block.
 
-  On exit, uninstalls it only if it was not installed on entry.
+  On exit it uninstalls the patch only if it was not installed on entry.
   """
   with _lock:
     was_installed = is_installed()

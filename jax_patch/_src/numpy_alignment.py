@@ -14,21 +14,13 @@
 
 """NumPy arrays whose memory JAX's CPU client can share.
 
-jaxlib aliases host memory only at 64 bytes (XLA's CPU minimum), and
-NumPy's default allocator almost never gives that: glibc's ``malloc``
-aligns to 16 bytes, and a large block sits 16 bytes past a page boundary.
-So ``from_dlpack(np_array, copy=False)`` usually raises and ``copy=None``
-usually copies. These give users arrays that share:
-
-- :func:`aligned_empty` allocates one, like ``np.empty``;
-- :func:`aligned_copy` copies an array once into one;
-- :func:`aligned_allocation` is a context under which NumPy allocates every
-  new array's data at 64 bytes (NumPy's allocator hook, NEP 49, through the
-  ``numpy-allocator`` package).
-
-Each refuses, with ``TypeError``, a dtype JAX cannot import through DLPack
-(``object``, strings, structured dtypes...): such an array could never be
-shared.
+jaxlib aliases host memory only at 64 bytes (XLA's CPU minimum), which
+NumPy's default allocator (glibc's ``malloc``: 16 bytes) almost never gives,
+so ``from_dlpack(np_array, copy=False)`` usually raises. These share:
+:func:`aligned_empty` (like ``np.empty``), :func:`aligned_copy` (one copy)
+and :func:`aligned_allocation` (a context under which NumPy allocates new
+arrays at 64 bytes, via NEP 49 and ``numpy-allocator``). Each raises
+``TypeError`` for a dtype JAX cannot import through DLPack.
 """
 
 from __future__ import annotations
@@ -49,8 +41,7 @@ from jax_patch._src import dlpack
 from jax_patch._src import dlpack_compat
 
 ALIGNMENT = dlpack_compat.CPU_ZERO_COPY_ALIGNMENT
-# The name NumPy gives the allocator of memory the context allocates
-# (``numpy._core.multiarray.get_handler_name``).
+# NumPy's name for the context's allocator (``get_handler_name``).
 HANDLER_NAME = f"jax_patch_aligned_{ALIGNMENT}"
 _INSTALL_HINT = ("pip install 'jax-patch[aligned]' (numpy-allocator has "
                  "wheels for Linux x86-64 only)")
@@ -61,10 +52,8 @@ def aligned_empty(shape: SupportsIndex | Sequence[SupportsIndex],
   """A new, uninitialised C-contiguous array whose data is 64-byte aligned.
 
   Like ``np.empty(shape, dtype)``; ``from_dlpack(result, copy=False)``
-  shares it (with ``jax_enable_x64`` off, a 64-bit dtype still becomes
-  32-bit, which copies: use a 32-bit dtype there). The array owns no
-  allocation of its own: its ``base`` is a ``uint8`` block of up to 64
-  bytes more, freed with it.
+  shares it (with ``jax_enable_x64`` off a 64-bit dtype becomes 32-bit, a
+  copy). Its ``base`` is a ``uint8`` block up to 64 bytes larger.
 
   Raises:
     TypeError: JAX cannot import ``dtype`` through DLPack.
@@ -77,9 +66,8 @@ def aligned_empty(shape: SupportsIndex | Sequence[SupportsIndex],
 def aligned_copy(x: Any, /) -> np.ndarray[Any, Any]:
   """Copies ``x`` once into a new C-contiguous, 64-byte aligned array.
 
-  ``x`` is anything ``np.asarray`` reads, of any layout; the copy keeps its
-  dtype and values, is writable, and shares nothing with ``x``. Import it
-  with ``copy=False`` to share it from then on.
+  ``x`` is anything ``np.asarray`` reads; the copy keeps its dtype and
+  values, is writable, shares nothing with ``x``; import it with ``copy=False``.
 
   Raises:
     TypeError: JAX cannot import ``x``'s dtype through DLPack.
@@ -95,17 +83,13 @@ def aligned_copy(x: Any, /) -> np.ndarray[Any, Any]:
 def aligned_allocation() -> Iterator[None]:
   """A context under which NumPy allocates new arrays' data at 64 bytes.
 
-  It sets NumPy's allocator (NEP 49) for the current thread or task only,
-  and restores the one that was set on exit; nesting is fine. Arrays made
-  inside keep the allocator for life and are freed by the C library's
-  ``free`` with no Python call, wherever they are freed. NumPy's own memory
-  accounting (``tracemalloc``) tracks them as it tracks any array.
-  Allocating inside costs a Python call per array; outside, NumPy is as it
-  was. Unlike NumPy's default allocator, this one asks for no huge pages.
+  Sets NumPy's allocator (NEP 49) for this thread or task only, restoring
+  the previous one on exit; nesting is fine. Arrays made inside keep it for
+  life, are freed by the C library's ``free`` without Python, and show in
+  ``tracemalloc``. Each costs a Python call; no huge pages are requested.
 
   Raises:
-    ImportError: ``numpy-allocator`` is not installed (it has wheels for
-      Linux x86-64 only).
+    ImportError: ``numpy-allocator`` (Linux x86-64 wheels only) is missing.
   """
   allocator = _allocator()
   handler = allocator.handler()
@@ -162,10 +146,8 @@ def _numpy_allocator() -> Any:
 def _libc() -> ctypes.CDLL:
   """The C library's allocator, with the signatures the allocator calls.
 
-  Looked up as the process links it, not in libc.so itself: ``free`` (which
-  numpy-allocator calls from C) and these must come from the same malloc,
-  and a preloaded one (jemalloc, tcmalloc, glibc's debugging malloc)
-  replaces all of them.
+  Looked up in the process, not libc.so: ``free`` and these must come from
+  one malloc, which a preloaded one (jemalloc, tcmalloc...) replaces.
   """
   libc = ctypes.CDLL(None)
   libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
@@ -182,10 +164,7 @@ def _libc() -> ctypes.CDLL:
 
 
 def _padded(size: int) -> int | None:
-  """``size`` rounded up to the alignment, or ``None`` past any allocation.
-
-  Strict C11 libraries take only multiples of the alignment.
-  """
+  """``size`` rounded up to the alignment (C11's rule), or ``None`` if huge."""
   padded = -(-max(size, 1) // ALIGNMENT) * ALIGNMENT
   return padded if padded <= sys.maxsize else None
 
@@ -228,18 +207,13 @@ def _realloc(address: int | None, size: int) -> int | None:
 def _allocator() -> Any:
   """The NEP 49 allocator, built once and kept for good.
 
-  Arrays allocated by it hold its handler for life; the class holds the
-  handler, and this cache the class. ``free`` is the C library's own, called
-  from C: freeing runs no Python (interpreter shutdown included). It is the
-  ``free`` found with ``aligned_alloc`` and ``realloc`` (numpy-allocator's
-  built-in one may bind another malloc's: glibc's debugging malloc, once
-  preloaded, serves the versioned symbols C code links to, and not what
-  ``dlsym`` finds).
+  Its arrays hold its handler for life, the class the handler, this cache
+  the class. ``free`` is the one found with ``aligned_alloc``, called from
+  C: freeing runs no Python, even at interpreter shutdown.
   """
   numpy_allocator = _numpy_allocator()
-  # numpy-allocator reads a C function's address from this cell, which the
-  # class keeps alive, and calls it as free(ptr, size): the C calling
-  # conventions of the platforms it has wheels for ignore the extra size.
+  # numpy-allocator calls the address in this cell (kept by the class) as
+  # free(ptr, size); its platforms' C conventions ignore the extra size.
   free = ctypes.c_void_p(ctypes.cast(_libc().free, ctypes.c_void_p).value)
   return numpy_allocator.type(HANDLER_NAME, (), {
       "_malloc_": staticmethod(_malloc),

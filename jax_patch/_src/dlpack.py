@@ -192,18 +192,17 @@ def array_api_from_dlpack(x: Any, /, *,
   return _place(imported, target, layout, decision, device)
 
 
-# A negotiation's answer: the route importing the source, the device (or
-# jax.Array) holding it, the plan's other facts (an obstacle to sharing,
-# read-only, the producer's own copy), and what the route takes.
+# A negotiation's answer: the route, the device (or jax.Array) holding the
+# data, the plan's facts (obstacle, read-only, producer copied), what the
+# route takes.
 _Route = Callable[[Any, Any, dlpack_plan.Decision], Array]
 _Negotiated = tuple[_Route, Any, "str | None", bool, bool, Any]
 
 
 def _torch_tensor_type() -> type[Any] | None:
-  """``torch.Tensor``, once something has imported torch; else ``None``.
+  """``torch.Tensor`` once something imported torch, else ``None``.
 
-  It and ``numpy.ndarray`` (not subclasses, which may override
-  ``__dlpack__``) make a capsule per call that no other thread can claim.
+  It and ``numpy.ndarray`` (not subclasses) make a capsule per call.
   """
   if _torch_tensor[0] is None:
     torch = sys.modules.get("torch")
@@ -248,9 +247,8 @@ def _import_numpy(x: np.ndarray[Any, Any], source: Any,
                   decision: dlpack_plan.Decision) -> Array:
   """Imports a writable NumPy array :func:`_negotiate_numpy` took, as planned.
 
-  NumPy's own 0.x capsule goes to jaxlib unchecked (NumPy filled it), and
-  NumPy's C code frees it. A copy, and what :func:`_import_as_is` declines,
-  take the capsule route with the same plan.
+  NumPy's own 0.x capsule goes to jaxlib unchecked (NumPy filled it); a
+  copy, and what :func:`_import_as_is` declines, take the capsule route.
   """
   if decision is _COPY:
     return _import_through_capsule(x, decision)
@@ -263,11 +261,7 @@ def _import_numpy(x: np.ndarray[Any, Any], source: Any,
 
 def _import_read_only_numpy(x: np.ndarray[Any, Any], source: Any,
                             decision: dlpack_plan.Decision) -> Array:
-  """Imports a read-only NumPy array, as :func:`_import_numpy` does.
-
-  Its capsule is NumPy's READ_ONLY 1.x one, in a 0.x structure where jaxlib
-  reads only 0.x.
-  """
+  """Imports a read-only NumPy array through NumPy's READ_ONLY capsule."""
   if decision is _COPY:
     return _import_through_capsule(x, decision)
   producer: Any = x  # NumPy's stubs for pytype lack __dlpack__.
@@ -284,8 +278,7 @@ def _import_read_only_numpy(x: np.ndarray[Any, Any], source: Any,
 def _import_through_capsule(x: Any, decision: dlpack_plan.Decision) -> Array:
   """Imports what a fast route declined through its capsule, as planned.
 
-  What the capsule shows stands in the way of sharing, the fast route could
-  not see: the plan meets it as it promised (``SHARE`` raises).
+  ``SHARE`` raises where the capsule shows what the fast route could not.
   """
   route, source, obstacle, _, _, held = _negotiate_capsule(x, None, None)
   if obstacle is not None and decision is not _COPY:
@@ -297,10 +290,9 @@ def _move_numpy(held: tuple[np.ndarray[Any, Any], dlpack_device.Target],
                 source: Any, decision: dlpack_plan.Decision) -> Array:
   """Moves a NumPy array onto an accelerator in one hop.
 
-  A move copies whatever the plan says (it refuses ``copy=False``). jaxlib's
-  transfer reads the array as it lies, with no host alias or copy first, and
-  may read it after ``device_put`` returns: the result comes back once the
-  transfer is done, so later writes to the source never show in it.
+  A move copies (the plan refuses ``copy=False``). jaxlib reads the array as
+  it lies, maybe after ``device_put`` returns: the result comes back once
+  the transfer is done, so later writes to the source never show in it.
   """
   del source, decision  # A move is a copy.
   x, target = held
@@ -310,8 +302,7 @@ def _move_numpy(held: tuple[np.ndarray[Any, Any], dlpack_device.Target],
 def _negotiate_torch(tensor: Any) -> _Negotiated | None:
   """A CPU torch tensor jaxlib takes as it is; ``None`` for the capsule route.
 
-  Contiguous, of a dtype JAX keeps: torch exports its own memory and fields,
-  copies only when asked and has no read-only tensors, so no capsule is read.
+  Contiguous, of a dtype JAX keeps: torch's capsule then needs no reading.
   """
   dtype = _torch_dtypes().get(tensor.dtype)
   if (dtype is None or not tensor.is_cpu
@@ -355,7 +346,6 @@ def _torch_dtypes() -> dict[Any, np.dtype[Any]]:
   return _torch_dtype_twins
 
 
-# Filled on the first torch import: the patch never imports torch.
 _torch_dtype_twins: dict[Any, np.dtype[Any]] = {}
 
 
@@ -363,11 +353,9 @@ def _import_as_is(x: Any, capsule: Any, address: int | None, nbytes: int,
                   source: Any, decision: dlpack_plan.Decision) -> Array:
   """Hands a producer's own host capsule of ``x`` to jaxlib, as planned.
 
-  Where jaxlib copies unaligned data itself (``address`` is ``None``), it may
-  copy small data under ``SHARE_OR_COPY`` (their fastest copy), else only
-  aliases; elsewhere only a 64-byte aligned ``address`` is imported. A
-  capsule not imported dies unconsumed, releasing its hold; ``x`` then takes
-  the capsule route.
+  With ``address`` ``None``, jaxlib checks the alignment, and may copy small
+  data under ``SHARE_OR_COPY`` (their fastest copy); else only an aligned
+  ``address`` is imported. Otherwise ``x`` takes the capsule route.
   """
   copies = False
   if address is None:

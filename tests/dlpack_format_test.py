@@ -253,6 +253,18 @@ class FormatMemoryKindTest(cpu_devices.CpuDefaultTestCase):
     self.assertEqual(result.sharding.memory_kind, "pinned_host")
     self.assertFalse(_shares(result, source))
 
+  @parameterized.named_parameters(("copy_none", None), ("copy_true", True))
+  def test_a_plain_sharding_of_that_memory_kind_counts_too(
+      self, copy: bool | None) -> None:
+    # A Format is one more kind of target: its sharding alone places alike.
+    source = conformance.aligned_array((8,))
+    pinned = _on_cpu(memory_kind="pinned_host").sharding
+    result = jax_patch.from_dlpack(source, device=pinned, copy=copy)
+    self.assertEqual(result.sharding.memory_kind, "pinned_host")
+    self.assertFalse(_shares(result, source))
+    with self.assertRaisesRegex(jax_patch.CopyRequiredError, "memory kind"):
+      jax_patch.from_dlpack(source, device=pinned, copy=False)
+
 
 class InstalledTest(cpu_devices.CpuDefaultTestCase):
   """``jnp.from_dlpack`` takes a Format once the patch is installed."""

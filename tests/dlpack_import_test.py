@@ -22,6 +22,7 @@ from tests import cpu_devices  # pylint: disable=g-import-not-at-top
 import gc  # pylint: disable=g-import-not-at-top
 import sys
 import tempfile
+import textwrap
 import warnings
 from typing import Any
 from unittest import mock
@@ -39,6 +40,7 @@ from jax_patch._src import dlpack_compat
 from jax_patch._src import dlpack_device
 from jax_patch._src import dlpack_plan
 from jax_patch.testing import conformance
+from tests import fresh_process
 from tests import memory
 from tests import producers
 
@@ -229,6 +231,29 @@ class NumpyFastPathTest(parameterized.TestCase):
     source.reshape(-1)[-1] = 0  # Was nonzero: both must share.
     self.assertFalse(fast.reshape(-1)[-1])
     self.assertFalse(general.reshape(-1)[-1])
+
+  def test_after_jax_clears_its_backends_shares_onto_its_new_cpu_device(
+      self) -> None:
+    # The host device is cached for as long as JAX keeps its backends: one
+    # kept past clear_backends would put the result on a client JAX dropped.
+    # A fresh process, as clearing drops every live array's client.
+    script = textwrap.dedent("""
+        import jax
+        from jax.extend import backend
+        import jax_patch
+        from jax_patch.testing import conformance
+        source = conformance.aligned_array((16,))
+        jax_patch.from_dlpack(source)
+        backend.clear_backends()
+        result = jax_patch.from_dlpack(source)
+        source[0] = 42
+        print("value", float(result[0]))
+        print("on JAX's CPU device", result.devices() == {jax.devices("cpu")[0]})
+        """)
+    run = fresh_process.run(script)
+    self.assertEqual(run.returncode, 0, run.stderr)
+    self.assertIn("value 42.0", run.stdout)
+    self.assertIn("on JAX's CPU device True", run.stdout)
 
 
 def _general_path_for_torch() -> Any:

@@ -134,8 +134,9 @@ MUTATIONS = (
         (f"{_IMPORT_TEST}::ImportDeviceTest",), fast=True),
     Mutation(
         "foreign_platform_copies_under_copy_false", _DLPACK,
-        "  return _import_foreign, _host_device(), obstacle, False, False,",
-        "  return _import_foreign, _host_device(), None, False, False,",
+        "  return (_import_foreign, dlpack_device.host_device(), obstacle, "
+        "False,",
+        "  return (_import_foreign, dlpack_device.host_device(), None, False,",
         (f"{_IMPORT_TEST}::ProducerRequestTest",), fast=True),
     Mutation(
         "copy_false_not_asked_of_the_producer", _DLPACK,
@@ -179,15 +180,20 @@ MUTATIONS = (
         "    if False:",
         (_CONFORMANCE_TEST,)),
     Mutation(
-        "imports_inside_a_transformation", _REQUEST,
+        "imports_inside_a_transformation", _DLPACK,
         "  if not dlpack_compat.trace_state_clean():\n"
-        "    raise transformation_error()",
+        "    raise dlpack_request.transformation_error()",
         "  pass",
         (_CONFORMANCE_TEST,)),
     Mutation(
         "returns_before_the_copy_finished", _DLPACK,
         "  return copied.block_until_ready()", "  return copied",
         (f"{_IMPORT_TEST}::SnapshotTest",)),
+    Mutation(
+        "host_device_kept_past_cleared_backends", _DEVICE,
+        "  if xla_bridge._backends is backends:",
+        "  if backends is not None:",
+        (f"{_IMPORT_TEST}::NumpyFastPathTest",)),
     Mutation(
         "device_asked_is_ignored", _DEVICE,
         "  return target is None or devices_of(target) == {device}",

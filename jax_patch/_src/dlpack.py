@@ -167,7 +167,12 @@ def array_api_from_dlpack(x: Any, /, *,
     MemoryError: a copy the import needs (of every element, for a broadcast
       tensor) does not fit in memory.
   """
-  target, layout, copy = dlpack_request.of(device, copy)
+  if device is None and (copy is None or copy is True or copy is False):
+    target = layout = None  # The commonest request, already as plans read it.
+  else:
+    target, layout, copy = dlpack_request.of(device, copy)
+  if not dlpack_compat.trace_state_clean():
+    raise dlpack_request.transformation_error()
   # The negotiation: jax.Arrays, and NumPy arrays and torch tensors jaxlib
   # takes as they are, say what they are; others are asked for a capsule.
   kind = type(x)
@@ -224,7 +229,8 @@ def _negotiate_numpy(x: np.ndarray[Any, Any],
   """
   if (target is not None and x.dtype in dlpack_capsule.NUMPY_EXPORTED_DTYPES
       and not dlpack_device.is_host(target)):
-    return _move_numpy, _host_device(), None, False, False, (x, target)
+    return (_move_numpy, dlpack_device.host_device(), None, False, False,
+            (x, target))
   flags = x.flags
   dtype = x.dtype
   if (not flags.c_contiguous or not x.nbytes  # Zero for zero-size arrays.
@@ -233,14 +239,12 @@ def _negotiate_numpy(x: np.ndarray[Any, Any],
           and not _numpy_exports_as_kept(dtype))
       or (dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS and 1 in x.shape)):
     return None
-  host = dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
+  host = dlpack_device.host_device()
+  if host is None:
+    return None  # No CPU backend: the capsule route says what follows.
   if flags.writeable:
     return _import_numpy, host, None, False, False, x
   return _import_read_only_numpy, host, None, True, False, x
-
-
-def _host_device() -> Any:
-  return dlpack_device.jax_device_for(dlpack_device.HOST_DL_DEVICE)
 
 
 def _import_numpy(x: np.ndarray[Any, Any], source: Any,
@@ -311,7 +315,10 @@ def _negotiate_torch(tensor: Any) -> _Negotiated | None:
       or (dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS
           and 1 in tensor.shape)):
     return None
-  return _import_torch, _host_device(), None, False, False, tensor
+  host = dlpack_device.host_device()
+  if host is None:
+    return None  # No CPU backend: the capsule route says what follows.
+  return _import_torch, host, None, False, False, tensor
 
 
 def _import_torch(tensor: Any, source: Any,
@@ -575,7 +582,7 @@ def _read_capsule(producer: Any, capsule: Any, source: Any,
           f"from_dlpack: the capsule is on DLDeviceType {info.device[0]} "
           f"but __dlpack_device__ said {dl_device_type}.")
     # torch says kDLCUDAHost for a pinned tensor, its capsule kDLCPU: host.
-    source = _host_device()
+    source = dlpack_device.host_device()
     dl_device_type = _KDL_CPU
   if not dlpack_compat.jax_has_dtype(info.dtype):
     raise BufferError(
@@ -902,7 +909,8 @@ def _negotiate_foreign(x: Any, dl_device: tuple[int, int],
         "host memory.")
   obstacle = (f"the source device is on {platform}, which this JAX has no "
               "backend for, and must be copied to host memory")
-  return _import_foreign, _host_device(), obstacle, False, False, (x, copy)
+  return (_import_foreign, dlpack_device.host_device(), obstacle, False,
+          False, (x, copy))
 
 
 def _import_foreign(held: tuple[Any, bool | None], source: Any,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Union
 
+from jax._src import xla_bridge
 from jax._src.api import device_put
 from jax._src.lib import xla_client
 from jax._src.sharding import Sharding
@@ -208,6 +209,26 @@ def jax_device_for(dl_device: tuple[int, int],
     device = _device_cache[dl_device] = _look_up_device(dl_device, backends,
                                                         exporting)
     return device
+
+
+def host_device() -> Device | None:
+  """``jax_device_for(HOST_DL_DEVICE)`` in one step: every NumPy import asks.
+
+  Returns:
+    JAX's CPU device, or ``None`` where JAX has no CPU backend.
+  """
+  backends, device = _host_device[0]
+  # The dict dlpack_compat.backends returns, read without a call: a new one
+  # means JAX cleared its backends, and the device is stale.
+  if xla_bridge._backends is backends:  # pylint: disable=protected-access
+    return device
+  device = jax_device_for(HOST_DL_DEVICE)
+  _host_device[0] = dlpack_compat.backends(), device
+  return device
+
+
+# (backends dict, its CPU device), as host_device last found them.
+_host_device: list[tuple[Any, Device | None]] = [(None, None)]
 
 
 def _look_up_device(dl_device: tuple[int, int], backends: dict[str, Any],

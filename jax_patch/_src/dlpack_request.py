@@ -17,8 +17,9 @@
 :func:`of` turns ``from_dlpack``'s ``device`` (a device, a sharding, or a
 ``Format`` of layout and sharding) into what the plan and placement read:
 ``target`` (a device or sharding; ``None`` to stay) and ``layout`` (``None``
-for any); ``copy`` into a bool or ``None``. What cannot be a transfer at
-all raises here, before the producer is asked.
+for any); ``copy`` into a bool or ``None``. Arguments that cannot make a
+transfer raise here, before the producer is asked; so, from the caller, does
+a call inside a JAX transformation (:func:`transformation_error`).
 """
 
 from __future__ import annotations
@@ -44,13 +45,10 @@ def of(device: object, copy: object
     InvalidDeviceError: (a ``TypeError`` and ``ValueError``) ``device`` is
       not a device, sharding or ``Format``.
     ValueError: the ``Format``'s layout is ``Layout.AUTO``.
-    TransformationError: called while tracing a JAX transformation.
   """
   if copy is not None and copy is not True and copy is not False:
     copy = check_copy(copy)
   target = None if device is None else dlpack_device.check_target(device)
-  if not dlpack_compat.trace_state_clean():
-    raise transformation_error()
   if target is None:
     return None, None, copy
   if isinstance(target, dlpack_compat.FORMAT_TYPE):

@@ -167,7 +167,7 @@ def array_api_from_dlpack(x: Any, /, *,
     MemoryError: a copy the import needs (of every element, for a broadcast
       tensor) does not fit in memory.
   """
-  if device is None and (copy is None or copy is True or copy is False):
+  if device is None and type(copy) in _PLAIN_COPY_TYPES:
     target = layout = None  # The commonest request, already as plans read it.
   else:
     target, layout, copy = dlpack_request.of(device, copy)
@@ -195,6 +195,10 @@ def array_api_from_dlpack(x: Any, /, *,
   if target is None and layout is None:
     return imported  # Placed already: the commonest request, spared a call.
   return _place(imported, target, layout, decision, device)
+
+
+# What dlpack_request.of would leave as it is.
+_PLAIN_COPY_TYPES = frozenset({bool, type(None)})
 
 
 # A negotiation's answer: the route, the device (or jax.Array) holding the
@@ -225,7 +229,9 @@ def _negotiate_numpy(x: np.ndarray[Any, Any],
   """A NumPy array jaxlib takes as it is; ``None`` for the capsule route.
 
   A C-contiguous array of a dtype JAX keeps, whose flags say all its capsule
-  would; to an accelerator, any exported one, in one hop (:func:`_move_numpy`).
+  would: NumPy's own capsule, made here, goes to jaxlib unchecked (NumPy
+  filled it; :func:`_import_as_is`). To an accelerator, any exported one, in
+  one hop (:func:`_move_numpy`).
   """
   if (target is not None and x.dtype in dlpack_capsule.NUMPY_EXPORTED_DTYPES
       and not dlpack_device.is_host(target)):
@@ -242,41 +248,28 @@ def _negotiate_numpy(x: np.ndarray[Any, Any],
   host = dlpack_device.host_device()
   if host is None:
     return None  # No CPU backend: the capsule route says what follows.
-  if flags.writeable:
-    return _import_numpy, host, None, False, False, x
-  return _import_read_only_numpy, host, None, True, False, x
-
-
-def _import_numpy(x: np.ndarray[Any, Any], source: Any,
-                  decision: dlpack_plan.Decision) -> Array:
-  """Imports a writable NumPy array :func:`_negotiate_numpy` took, as planned.
-
-  NumPy's own 0.x capsule goes to jaxlib unchecked (NumPy filled it); a
-  copy, and what :func:`_import_as_is` declines, take the capsule route.
-  """
-  if decision is _COPY:
-    return _import_through_capsule(x, decision)
+  if not flags.writeable:
+    return (_import_as_is, host, None, True, False,
+            (x, *_read_only_numpy_capsule(x), x.nbytes))
   producer: Any = x  # NumPy's stubs for pytype lack __dlpack__.
   address = (None if dlpack_compat.JAXLIB_COPIES_UNALIGNED  # jaxlib checks.
              else dlpack_capsule.writable_buffer_address(x))
-  return _import_as_is(x, producer.__dlpack__(), address, x.nbytes, source,
-                       decision)
+  return (_import_as_is, host, None, False, False,
+          (x, producer.__dlpack__(), address, x.nbytes))
 
 
-def _import_read_only_numpy(x: np.ndarray[Any, Any], source: Any,
-                            decision: dlpack_plan.Decision) -> Array:
-  """Imports a read-only NumPy array through NumPy's READ_ONLY capsule."""
-  if decision is _COPY:
-    return _import_through_capsule(x, decision)
-  producer: Any = x  # NumPy's stubs for pytype lack __dlpack__.
+def _read_only_numpy_capsule(x: np.ndarray[Any, Any]
+                             ) -> tuple[Any, int | None]:
+  """NumPy's READ_ONLY capsule of ``x``, and its address if jaxlib needs it.
+
+  A 1.x capsule, or a 0.x structure holding it where jaxlib reads only 0.x.
+  """
   if dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES:
-    capsule, address = producer.__dlpack__(
-        max_version=dlpack_capsule.MAX_VERSION), None
-  else:
-    capsule, address = dlpack_capsule.legacy_capsule_of_read_only(x)
-  if dlpack_compat.JAXLIB_COPIES_UNALIGNED:
-    address = None  # jaxlib checks the alignment itself.
-  return _import_as_is(x, capsule, address, x.nbytes, source, decision)
+    producer: Any = x  # NumPy's stubs for pytype lack __dlpack__.
+    return producer.__dlpack__(max_version=dlpack_capsule.MAX_VERSION), None
+  capsule, address = dlpack_capsule.legacy_capsule_of_read_only(x)
+  # Where jaxlib checks the alignment itself, it need not know the address.
+  return capsule, None if dlpack_compat.JAXLIB_COPIES_UNALIGNED else address
 
 
 def _import_through_capsule(x: Any, decision: dlpack_plan.Decision) -> Array:
@@ -327,7 +320,7 @@ def _import_torch(tensor: Any, source: Any,
 
   torch's ``__dlpack__`` makes the capsule (0.x where jaxlib reads only 0.x),
   refusing as on the capsule route (grad-requiring tensors, conjugate views),
-  and torch's C deleter releases it. Otherwise as :func:`_import_numpy`.
+  and torch's C deleter releases it. Otherwise as :func:`_import_as_is`.
   """
   if decision is _COPY:
     return _import_through_capsule(tensor, decision)
@@ -337,7 +330,7 @@ def _import_torch(tensor: Any, source: Any,
     capsule = tensor.__dlpack__()
   address = (None if dlpack_compat.JAXLIB_COPIES_UNALIGNED
              else tensor.data_ptr())
-  return _import_as_is(tensor, capsule, address, tensor.nbytes, source,
+  return _import_as_is((tensor, capsule, address, tensor.nbytes), source,
                        decision)
 
 
@@ -356,26 +349,27 @@ def _torch_dtypes() -> dict[Any, np.dtype[Any]]:
 _torch_dtype_twins: dict[Any, np.dtype[Any]] = {}
 
 
-def _import_as_is(x: Any, capsule: Any, address: int | None, nbytes: int,
-                  source: Any, decision: dlpack_plan.Decision) -> Array:
+def _import_as_is(held: tuple[Any, Any, int | None, int], source: Any,
+                  decision: dlpack_plan.Decision) -> Array:
   """Hands a producer's own host capsule of ``x`` to jaxlib, as planned.
 
-  With ``address`` ``None``, jaxlib checks the alignment, and may copy small
-  data under ``SHARE_OR_COPY`` (their fastest copy); else only an aligned
-  ``address`` is imported. Otherwise ``x`` takes the capsule route.
+  ``held``: ``(x, capsule, address, nbytes)``. With ``address`` ``None``,
+  jaxlib checks the alignment, and may copy small data under
+  ``SHARE_OR_COPY`` (their fastest copy); else only an aligned ``address``
+  is imported. A copy, and what jaxlib declines, take the capsule route.
   """
-  copies = False
+  x, capsule, address, nbytes = held
+  if decision is _COPY:
+    return _import_through_capsule(x, decision)
+  jaxlib_copies: bool | None = False  # None lets jaxlib copy.
   if address is None:
-    copies = (decision is _SHARE_OR_COPY
-              and nbytes <= _JAXLIB_COPY_MAX_BYTES)
+    if decision is _SHARE_OR_COPY and nbytes <= _JAXLIB_COPY_MAX_BYTES:
+      jaxlib_copies = None
   elif address % dlpack_compat.CPU_ZERO_COPY_ALIGNMENT:
     return _import_through_capsule(x, decision)
   try:
-    if copies:
-      result = dlpack_compat.import_aliasing_or_copying(capsule, source,
-                                                        None, _KDL_CPU)
-    else:
-      result = dlpack_compat.import_capsule(capsule, source, None, _KDL_CPU)
+    result = dlpack_compat.import_buffer(capsule, source, None, jaxlib_copies,
+                                         _KDL_CPU)
   except dlpack_compat.RuntimeErrorType:
     return _import_through_capsule(x, decision)
   if (decision is _SHARE and address is not None
@@ -452,7 +446,7 @@ def _finished(copied: Array) -> Array:
 def _negotiate_jax_array(x: Array) -> _Negotiated:
   """A ``jax.Array``, taken without DLPack; only x64 narrowing bars sharing."""
   dtype = x.dtype
-  canonical = dtypes.canonicalize_dtype(dtype)
+  canonical = _canonical_dtype(dtype)
   if canonical == dtype:
     return _import_jax_array, x, None, False, False, x
   return (_narrow_jax_array, x, _narrowing(dtype, canonical), False, False,

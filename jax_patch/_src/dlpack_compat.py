@@ -250,34 +250,48 @@ def binding_shape_problem(binding: Any = None) -> str | None:
 BINDING_SHAPE_PROBLEM = binding_shape_problem()
 
 
-def _bind_import(
-    copy: bool | None) -> Callable[[Any, Any, int | None, int], Any]:
-  """The binding, called as this jaxlib's shape of it needs, with ``copy``."""
+def _bind_import() -> Callable[[Any, Any, int | None, bool | None, int], Any]:
+  """The binding, called as this jaxlib's shape of it needs.
+
+  From jaxlib 0.10.2 on, jaxlib's own function: the NumPy and torch routes
+  then pay no adapter's call, a fiftieth of a small import.
+  """
   convert = _binding.dlpack_managed_tensor_to_buffer
   if _BINDING_TAKES_DL_DEVICE_TYPE:
-    return lambda capsule, device, stream, dl_device_type: convert(
-        capsule, device, stream, copy, dl_device_type)
+    return convert
   if _BINDING_TAKES_COPY:
-    return lambda capsule, device, stream, dl_device_type: convert(
+    return lambda capsule, device, stream, copy, dl_device_type: convert(
         capsule, device, stream, copy)
-  return lambda capsule, device, stream, dl_device_type: convert(
+  return lambda capsule, device, stream, copy, dl_device_type: convert(
       capsule, device, stream)
 
 
-# import_capsule(capsule, device, stream, dl_device_type) has jaxlib alias,
-# never copy, a capsule (1.x only where JAXLIB_READS_VERSIONED_CAPSULES). It
-# returns the aliasing ArrayImpl, the capsule consumed, or raises
-# RuntimeErrorType where jaxlib cannot alias it, the capsule unconsumed.
-import_capsule = _bind_import(False)
+# import_buffer(capsule, device, stream, copy, dl_device_type): jaxlib's
+# import. copy False has jaxlib alias, never copy, a capsule (1.x only where
+# JAXLIB_READS_VERSIONED_CAPSULES); None (only where JAXLIB_COPIES_UNALIGNED)
+# has it alias a compact host capsule, or copy it if unaligned (cheapest for
+# small arrays, slowest for large). It returns the ArrayImpl, the capsule
+# consumed, or raises RuntimeErrorType where jaxlib cannot import it, the
+# capsule unconsumed.
+import_buffer = _bind_import()
 
 # Whether jaxlib can be asked to copy an unaligned host buffer itself.
 JAXLIB_COPIES_UNALIGNED = _BINDING_TAKES_COPY
 
-# import_aliasing_or_copying(capsule, device, stream, dl_device_type), only
-# where JAXLIB_COPIES_UNALIGNED, has jaxlib alias a compact host capsule, or
-# copy it if unaligned (cheapest for small arrays, slowest for large). Raises
-# RuntimeErrorType, the capsule unconsumed, where jaxlib cannot import it.
-import_aliasing_or_copying = _bind_import(None)
+
+def import_capsule(capsule: Any, device: Any, stream: int | None,
+                   dl_device_type: int) -> Any:
+  """``import_buffer`` with ``copy=False``: jaxlib aliases, never copies."""
+  return import_buffer(capsule, device, stream, False, dl_device_type)
+
+
+def import_aliasing_or_copying(capsule: Any, device: Any, stream: int | None,
+                               dl_device_type: int) -> Any:
+  """``import_buffer`` with ``copy=None``: jaxlib aliases or copies.
+
+  Only where ``JAXLIB_COPIES_UNALIGNED``.
+  """
+  return import_buffer(capsule, device, stream, None, dl_device_type)
 
 
 # Whether JAX keeps its trace in jax._src.core context variables (JAX 0.10 on;

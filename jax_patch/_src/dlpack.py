@@ -31,7 +31,6 @@ import numpy as np
 from jax._src import array
 from jax._src import dtypes
 from jax._src.lax.lax import _array_copy
-from jax._src.sharding import Sharding
 from jax._src.typing import Array, DLDeviceType, DTypeLike
 from jax_patch._src import dlpack_capsule
 from jax_patch._src import dlpack_compat

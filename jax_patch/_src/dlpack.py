@@ -660,8 +660,7 @@ def _import_small_unaligned(capsule: Any, info: dlpack_capsule.TensorInfo,
       or not _is_compact(info.shape, info.strides)):
     return None
   try:
-    return dlpack_compat.import_aliasing_or_copying(capsule, source, None,
-                                                    _KDL_CPU)
+    return dlpack_compat.import_buffer(capsule, source, None, None, _KDL_CPU)
   except dlpack_compat.RuntimeErrorType:
     return None
 

@@ -266,13 +266,12 @@ def _bind_import() -> Callable[[Any, Any, int | None, bool | None, int], Any]:
       capsule, device, stream)
 
 
-# import_buffer(capsule, device, stream, copy, dl_device_type): jaxlib's
-# import. copy False has jaxlib alias, never copy, a capsule (1.x only where
-# JAXLIB_READS_VERSIONED_CAPSULES); None (only where JAXLIB_COPIES_UNALIGNED)
-# has it alias a compact host capsule, or copy it if unaligned (cheapest for
-# small arrays, slowest for large). It returns the ArrayImpl, the capsule
-# consumed, or raises RuntimeErrorType where jaxlib cannot import it, the
-# capsule unconsumed.
+# import_buffer(capsule, device, stream, copy, dl_device_type) imports a
+# capsule (1.x only where JAXLIB_READS_VERSIONED_CAPSULES), the capsule then
+# consumed, or raises RuntimeErrorType, the capsule unconsumed. copy=False:
+# jaxlib aliases, never copies; None (only where JAXLIB_COPIES_UNALIGNED):
+# it aliases a compact host capsule, or copies it if unaligned (cheapest for
+# small arrays, slowest for large).
 import_buffer = _bind_import()
 
 # Whether jaxlib can be asked to copy an unaligned host buffer itself.
@@ -284,14 +283,6 @@ def import_capsule(capsule: Any, device: Any, stream: int | None,
   """``import_buffer`` with ``copy=False``: jaxlib aliases, never copies."""
   return import_buffer(capsule, device, stream, False, dl_device_type)
 
-
-def import_aliasing_or_copying(capsule: Any, device: Any, stream: int | None,
-                               dl_device_type: int) -> Any:
-  """``import_buffer`` with ``copy=None``: jaxlib aliases or copies.
-
-  Only where ``JAXLIB_COPIES_UNALIGNED``.
-  """
-  return import_buffer(capsule, device, stream, None, dl_device_type)
 
 
 # Whether JAX keeps its trace in jax._src.core context variables (JAX 0.10 on;

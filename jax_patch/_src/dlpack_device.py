@@ -212,14 +212,10 @@ def jax_device_for(dl_device: tuple[int, int],
 
 
 def host_device() -> Device | None:
-  """``jax_device_for(HOST_DL_DEVICE)`` in one step: every NumPy import asks.
-
-  Returns:
-    JAX's CPU device, or ``None`` where JAX has no CPU backend.
-  """
+  """``jax_device_for(HOST_DL_DEVICE)`` in one step: every NumPy import asks."""
   backends, device = _host_device[0]
-  # The dict dlpack_compat.backends returns, read without a call: a new one
-  # means JAX cleared its backends, and the device is stale.
+  # dlpack_compat.backends' dict, read without a call: a new one means JAX
+  # cleared its backends, and the device is stale.
   if xla_bridge._backends is backends:  # pylint: disable=protected-access
     return device
   device = jax_device_for(HOST_DL_DEVICE)
@@ -227,7 +223,6 @@ def host_device() -> Device | None:
   return device
 
 
-# (backends dict, its CPU device), as host_device last found them.
 _host_device: list[tuple[Any, Device | None]] = [(None, None)]
 
 

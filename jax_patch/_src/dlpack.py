@@ -210,16 +210,25 @@ _Negotiated = tuple[_Route, Any, "str | None", bool, bool, Any]
 def _torch_tensor_type() -> type[Any] | None:
   """``torch.Tensor`` once something imported torch, else ``None``.
 
-  It and ``numpy.ndarray`` (not subclasses) make a capsule per call.
+  It and ``numpy.ndarray`` (not subclasses) make a capsule per call. Found,
+  it brings torch's dtypes (``_torch_dtype_twins``) with it.
   """
   if _torch_tensor[0] is None:
-    torch = sys.modules.get("torch")
-    _torch_tensor[0] = getattr(torch, "Tensor", None)
+    torch: Any = sys.modules.get("torch")
+    if hasattr(torch, "Tensor"):  # Not while torch is being imported.
+      _torch_dtype_twins.update(
+          (getattr(torch, name), np.dtype(name)) for name in (
+              "bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+              "uint32", "uint64", "float16", "float32", "float64",
+              "complex64", "complex128") if hasattr(torch, name))
+      _torch_tensor[0] = torch.Tensor  # After its dtypes: threads read both.
   return _torch_tensor[0]
 
 
-# Found once torch is imported: the patch never imports it.
+# Found once torch is imported: the patch never imports it. The twins are
+# torch's dtypes that have a NumPy twin, keyed by the torch dtype.
 _torch_tensor: list[type[Any] | None] = [None]
+_torch_dtype_twins: dict[Any, np.dtype[Any]] = {}
 
 
 def _negotiate_numpy(x: np.ndarray[Any, Any],
@@ -300,10 +309,11 @@ def _negotiate_torch(tensor: Any) -> _Negotiated | None:
 
   Contiguous, of a dtype JAX keeps: torch's capsule then needs no reading.
   """
-  dtype = _torch_dtypes().get(tensor.dtype)
+  dtype = _torch_dtype_twins.get(tensor.dtype)
   if (dtype is None or not tensor.is_cpu
       or not tensor.is_contiguous() or not tensor.numel()
-      or not _numpy_exports_as_kept(dtype)
+      or (dtype not in _NARROW_EXPORTED_DTYPES
+          and not _numpy_exports_as_kept(dtype))
       or (dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS
           and 1 in tensor.shape)):
     return None
@@ -331,21 +341,6 @@ def _import_torch(tensor: Any, source: Any,
              else tensor.data_ptr())
   return _import_as_is((tensor, capsule, address, tensor.nbytes), source,
                        decision)
-
-
-def _torch_dtypes() -> dict[Any, np.dtype[Any]]:
-  """torch's dtypes that have a NumPy twin, keyed by the torch dtype."""
-  if not _torch_dtype_twins:
-    torch = sys.modules["torch"]
-    for name in ("bool", "int8", "int16", "int32", "int64", "uint8",
-                 "uint16", "uint32", "uint64", "float16", "float32",
-                 "float64", "complex64", "complex128"):
-      if hasattr(torch, name):
-        _torch_dtype_twins[getattr(torch, name)] = np.dtype(name)
-  return _torch_dtype_twins
-
-
-_torch_dtype_twins: dict[Any, np.dtype[Any]] = {}
 
 
 def _import_as_is(held: tuple[Any, Any, int | None, int], source: Any,

@@ -256,28 +256,22 @@ def _negotiate_numpy(x: np.ndarray[Any, Any],
   host = dlpack_device.host_device()
   if host is None:
     return None  # No CPU backend: the capsule route says what follows.
-  if not flags.writeable:
-    return (_import_as_is, host, None, True, False,
-            (x, *_read_only_numpy_capsule(x), x.nbytes))
   producer: Any = x  # NumPy's stubs for pytype lack __dlpack__.
-  address = (None if dlpack_compat.JAXLIB_COPIES_UNALIGNED  # jaxlib checks.
-             else dlpack_capsule.writable_buffer_address(x))
-  return (_import_as_is, host, None, False, False,
-          (x, producer.__dlpack__(), address, x.nbytes))
-
-
-def _read_only_numpy_capsule(x: np.ndarray[Any, Any]
-                             ) -> tuple[Any, int | None]:
-  """NumPy's READ_ONLY capsule of ``x``, and its address if jaxlib needs it.
-
-  A 1.x capsule, or a 0.x structure holding it where jaxlib reads only 0.x.
-  """
-  if dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES:
-    producer: Any = x  # NumPy's stubs for pytype lack __dlpack__.
-    return producer.__dlpack__(max_version=dlpack_capsule.MAX_VERSION), None
-  capsule, address = dlpack_capsule.legacy_capsule_of_read_only(x)
-  # Where jaxlib checks the alignment itself, it need not know the address.
-  return capsule, None if dlpack_compat.JAXLIB_COPIES_UNALIGNED else address
+  writable = flags.writeable
+  address: int | None
+  if writable:
+    capsule, address = producer.__dlpack__(), None
+  elif dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES:
+    capsule, address = producer.__dlpack__(
+        max_version=dlpack_capsule.MAX_VERSION), None
+  else:  # READ_ONLY is 1.x only: a 0.x structure holds the 1.x capsule.
+    capsule, address = dlpack_capsule.legacy_capsule_of_read_only(x)
+  if dlpack_compat.JAXLIB_COPIES_UNALIGNED:
+    address = None  # jaxlib checks the alignment itself.
+  elif writable:
+    address = dlpack_capsule.writable_buffer_address(x)
+  return (_import_as_is, host, None, not writable, False,
+          (x, capsule, address, x.nbytes))
 
 
 def _import_through_capsule(x: Any, decision: dlpack_plan.Decision) -> Array:
@@ -310,8 +304,10 @@ def _negotiate_torch(tensor: Any) -> _Negotiated | None:
   Contiguous, of a dtype JAX keeps: torch's capsule then needs no reading.
   """
   dtype = _torch_dtype_twins.get(tensor.dtype)
-  if (dtype is None or not tensor.is_cpu
-      or not tensor.is_contiguous() or not tensor.numel()
+  if dtype is None or not tensor.is_cpu or not tensor.is_contiguous():
+    return None
+  nbytes = tensor.numel() * dtype.itemsize  # Cheaper than tensor.nbytes.
+  if (not nbytes
       or (dtype not in _NARROW_EXPORTED_DTYPES
           and not _numpy_exports_as_kept(dtype))
       or (dlpack_compat.JAXLIB_ORDERS_SIZE_ONE_DIMENSIONS
@@ -320,10 +316,10 @@ def _negotiate_torch(tensor: Any) -> _Negotiated | None:
   host = dlpack_device.host_device()
   if host is None:
     return None  # No CPU backend: the capsule route says what follows.
-  return _import_torch, host, None, False, False, tensor
+  return _import_torch, host, None, False, False, (tensor, nbytes)
 
 
-def _import_torch(tensor: Any, source: Any,
+def _import_torch(held: tuple[Any, int], source: Any,
                   decision: dlpack_plan.Decision) -> Array:
   """Imports a torch tensor :func:`_negotiate_torch` took, as planned.
 
@@ -331,6 +327,7 @@ def _import_torch(tensor: Any, source: Any,
   refusing as on the capsule route (grad-requiring tensors, conjugate views),
   and torch's C deleter releases it. Otherwise as :func:`_import_as_is`.
   """
+  tensor, nbytes = held
   if decision is _COPY:
     return _import_through_capsule(tensor, decision)
   if dlpack_compat.JAXLIB_READS_VERSIONED_CAPSULES:
@@ -339,8 +336,7 @@ def _import_torch(tensor: Any, source: Any,
     capsule = tensor.__dlpack__()
   address = (None if dlpack_compat.JAXLIB_COPIES_UNALIGNED
              else tensor.data_ptr())
-  return _import_as_is((tensor, capsule, address, tensor.nbytes), source,
-                       decision)
+  return _import_as_is((tensor, capsule, address, nbytes), source, decision)
 
 
 def _import_as_is(held: tuple[Any, Any, int | None, int], source: Any,

@@ -78,6 +78,8 @@ _KDL_CPU = dlpack_device.KDL_CPU
 _SHARE = dlpack_plan.SHARE
 _SHARE_OR_COPY = dlpack_plan.SHARE_OR_COPY
 _COPY = dlpack_plan.COPY
+# The copy values dlpack_request.of would leave as they are.
+_PLAIN_COPY_TYPES = frozenset({bool, type(None)})
 
 
 def is_supported_dtype(dtype: DTypeLike) -> bool:
@@ -194,10 +196,6 @@ def array_api_from_dlpack(x: Any, /, *,
   if target is None and layout is None:
     return imported  # Placed already: the commonest request, spared a call.
   return _place(imported, target, layout, decision, device)
-
-
-# What dlpack_request.of would leave as it is.
-_PLAIN_COPY_TYPES = frozenset({bool, type(None)})
 
 
 # A negotiation's answer: the route, the device (or jax.Array) holding the

@@ -251,11 +251,8 @@ BINDING_SHAPE_PROBLEM = binding_shape_problem()
 
 
 def _bind_import() -> Callable[[Any, Any, int | None, bool | None, int], Any]:
-  """The binding, called as this jaxlib's shape of it needs.
-
-  From jaxlib 0.10.2 on, jaxlib's own function: the NumPy and torch routes
-  then pay no adapter's call, a fiftieth of a small import.
-  """
+  """The binding, called as this jaxlib's shape of it needs."""
+  # From jaxlib 0.10.2 on, jaxlib's own: no adapter's call on the fast paths.
   convert = _binding.dlpack_managed_tensor_to_buffer
   if _BINDING_TAKES_DL_DEVICE_TYPE:
     return convert

@@ -46,15 +46,12 @@ def of(device: object, copy: object
       not a device, sharding or ``Format``.
     ValueError: the ``Format``'s layout is ``Layout.AUTO``.
   """
-  if copy is not None and copy is not True and copy is not False:
-    copy = check_copy(copy)
+  checked_copy = check_copy(copy)
   target = None if device is None else dlpack_device.check_target(device)
-  if target is None:
-    return None, None, copy
   if isinstance(target, dlpack_compat.FORMAT_TYPE):
     layout, sharding = dlpack_device.format_parts(target)
-    return sharding, layout, copy
-  return target, None, copy
+    return sharding, layout, checked_copy
+  return target, None, checked_copy
 
 
 def check_copy(copy: object, caller: str = "from_dlpack") -> bool | None:

@@ -213,17 +213,15 @@ def jax_device_for(dl_device: tuple[int, int],
 
 def host_device() -> Device | None:
   """``jax_device_for(HOST_DL_DEVICE)`` in one step: every NumPy import asks."""
-  backends, device = _host_device[0]
-  # dlpack_compat.backends' dict, read without a call: a new one means JAX
-  # cleared its backends, and the device is stale.
-  if xla_bridge._backends is backends:  # pylint: disable=protected-access
-    return device
-  device = jax_device_for(HOST_DL_DEVICE)
-  _host_device[0] = dlpack_compat.backends(), device
-  return device
-
-
-_host_device: list[tuple[Any, Device | None]] = [(None, None)]
+  # jax_device_for's cache, read without its calls while JAX keeps the
+  # backends dict (dlpack_compat.backends) that the cache was filled from.
+  backends = xla_bridge._backends  # pylint: disable=protected-access
+  if backends is _device_cache_backends[0]:
+    try:
+      return _device_cache[HOST_DL_DEVICE]
+    except KeyError:
+      pass
+  return jax_device_for(HOST_DL_DEVICE)
 
 
 def _look_up_device(dl_device: tuple[int, int], backends: dict[str, Any],
